@@ -1,0 +1,76 @@
+# powerfs - see README.md.  `make` builds ./powerfs, `make check` runs every test.
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+DESTDIR ?=
+PYTHON ?= /usr/bin/python3
+VERSION := 0.1.0
+
+CC ?= gcc
+PKGS := fuse3 glib-2.0 gio-2.0 gio-unix-2.0
+CFLAGS ?= -O2 -g
+WARN := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CPPFLAGS += -D_GNU_SOURCE -DG_LOG_DOMAIN='"powerfs"' -DPOWERFS_VERSION='"$(VERSION)"' -Iinclude
+
+# make SANITIZE=1: AddressSanitizer + UBSan, in a separate build directory.
+ifeq ($(SANITIZE),1)
+BUILD := build/sanitize
+CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS += -fsanitize=address,undefined
+else
+BUILD := build/default
+endif
+
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS = $(shell pkg-config --libs $(PKGS))
+
+CORE := clock wakeup wakelock suspend autosleep power backend-simulate
+DAEMON := $(CORE) caps attrs fs log main
+UNIT_TESTS := test-wakeup test-wakelock test-autosleep
+
+core_objs = $(patsubst %,$(BUILD)/%.o,$(CORE))
+daemon_objs = $(patsubst %,$(BUILD)/%.o,$(DAEMON))
+
+all: powerfs
+
+powerfs: $(BUILD)/powerfs
+	cp $< $@
+
+$(BUILD)/powerfs: $(daemon_objs)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/%.o: src/%.c | $(BUILD)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/test-%: tests/unit/test-%.c $(core_objs) | $(BUILD)
+	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(PKG_CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD):
+	mkdir -p $@
+
+deps:
+	scripts/install-deps.sh
+
+unit: $(patsubst %,$(BUILD)/%,$(UNIT_TESTS))
+	@for t in $^; do echo "== $$t"; ./$$t || exit 1; done
+
+# The README's test command.  Runs the unit tests, then the black-box suite on
+# real mounts (as root).
+check: deps
+	$(MAKE) powerfs unit
+	POWERFS=$(CURDIR)/$(BUILD)/powerfs $(PYTHON) -m pytest -q tests
+
+run: deps
+	$(MAKE) powerfs
+	mkdir -p /run/power
+	./powerfs -f /run/power
+
+install: powerfs
+	install -D -m 0755 powerfs $(DESTDIR)$(BINDIR)/powerfs
+	install -D -m 0644 powerfs.1 $(DESTDIR)$(MANDIR)/man1/powerfs.1
+
+clean:
+	rm -rf build powerfs
+
+.PHONY: all deps unit check run install clean powerfs
+-include $(wildcard $(BUILD)/*.d)

@@ -1,0 +1,44 @@
+/* attrs.h - the files powerfs serves, one table row each (the kernel's
+ * power_attr()).  A row names the file and its default mode, and points to
+ * show() and store() handlers that parse and format and call the core.
+ */
+#ifndef POWERFS_ATTRS_H
+#define POWERFS_ATTRS_H
+
+#include <errno.h>
+#include <sys/types.h>
+#include <glib.h>
+#include "powerfs/power.h"
+
+/* The largest write taken as one command (a sysfs page). */
+#define PF_STORE_MAX 4096
+
+/* Who is writing (from the FUSE request). */
+struct pf_caller {
+	pid_t pid;	/* 0 if not visible in powerfs's pid namespace */
+	uid_t uid;
+	gid_t gid;
+};
+
+typedef void (*pf_store_done)(gssize result, gpointer data);
+
+struct pf_attr {
+	const char *name;
+	int parent;		/* index of the parent directory row, -1 = root */
+	mode_t mode;		/* S_IFDIR or S_IFREG plus permission bits */
+	off_t size;		/* st_size */
+	/* Format the content.  -EAGAIN: not yet, try again when no wakeup
+	 * event is in progress (the blocking wakeup_count read). */
+	int (*show)(struct power *pw, GString *out);
+	/* Act on one write.  buf holds len bytes (1..PF_STORE_MAX) and a NUL
+	 * after them.  Returns len, a negative errno, or PF_PENDING and later
+	 * calls done exactly once. */
+	gssize (*store)(struct power *pw, const struct pf_caller *caller,
+			const char *buf, gsize len, pf_store_done done,
+			gpointer data);
+};
+
+/* The table; row i is served as inode i + 2 (1 is the root). */
+const struct pf_attr *pf_attrs(guint *n_attrs);
+
+#endif

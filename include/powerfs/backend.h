@@ -1,0 +1,50 @@
+/* backend.h - how powerfs really enters a sleep state.
+ *
+ * A backend is asked to enter a state and answers once, asynchronously, from
+ * the main loop, when the system has resumed (0) or the attempt failed
+ * (negative errno).
+ */
+#ifndef POWERFS_BACKEND_H
+#define POWERFS_BACKEND_H
+
+#include <glib.h>
+#include "powerfs/clock.h"
+
+/* Sleep states, in the kernel's order (suspend_state_t). */
+enum pm_state {
+	PM_ON = 0,
+	PM_FREEZE,
+	PM_STANDBY,
+	PM_MEM,
+	PM_DISK,
+	PM_NR_STATES,
+};
+#define PM_STATE_BIT(s) (1u << (s))
+
+/* "freeze", "standby", "mem", "disk"; NULL for PM_ON. */
+const char *pm_state_label(enum pm_state state);
+
+typedef void (*backend_done_func)(int error, gpointer data);
+
+struct backend;
+struct backend_ops {
+	const char *name;
+	/* Bit mask of PM_STATE_BIT(state) the system can enter. */
+	guint (*states)(struct backend *be);
+	/* An error at once, or PF_PENDING and done() after resume. */
+	int (*suspend)(struct backend *be, enum pm_state state,
+		       backend_done_func done, gpointer data);
+	/* A wakeup event arrived while suspended (optional). */
+	void (*wake)(struct backend *be);
+	void (*free)(struct backend *be);
+};
+
+struct backend {
+	const struct backend_ops *ops;
+};
+
+/* Pretends to sleep for sleep_ms (a wake() ends it early). */
+struct backend *backend_simulate_new(struct pf_clock *clock, guint sleep_ms,
+				     guint states);
+
+#endif

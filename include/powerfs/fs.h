@@ -1,0 +1,22 @@
+/* fs.h - the FUSE side: serves the attribute table on a mount point from the
+ * GLib main loop. */
+#ifndef POWERFS_FS_H
+#define POWERFS_FS_H
+
+#include <glib.h>
+#include "powerfs/power.h"
+
+struct pf_fs;
+
+/* Mounts on mountpoint with the given FUSE mount options ("-o" syntax,
+ * may be NULL) and starts serving from the thread-default main context.
+ * on_unmounted runs when the kernel ends the session (fusermount3 -u). */
+struct pf_fs *pf_fs_mount(struct power *pw, const char *mountpoint,
+			  const char *mount_options, gboolean debug,
+			  GSourceFunc on_unmounted, gpointer data,
+			  GError **error);
+/* Fails every parked request (blocked readers get EINTR, pending writes EIO),
+ * unmounts and frees. */
+void pf_fs_unmount(struct pf_fs *fs);
+
+#endif

@@ -1,0 +1,37 @@
+/* power.h - one powerfs instance's power-management core, wired together:
+ * the engine, the user wake locks, the suspend path and autosleep.  The
+ * attribute handlers (attrs.c) operate on it; main.c builds it.
+ */
+#ifndef POWERFS_POWER_H
+#define POWERFS_POWER_H
+
+#include "powerfs/autosleep.h"
+#include "powerfs/backend.h"
+#include "powerfs/clock.h"
+#include "powerfs/suspend.h"
+#include "powerfs/wakelock.h"
+#include "powerfs/wakeup.h"
+
+struct power {
+	struct pf_clock *clock;
+	struct wakeup_engine *engine;
+	struct wakelocks *wakelocks;
+	struct backend *backend;
+	struct suspend *suspend;
+	struct autosleep *autosleep;
+	/* Require CAP_BLOCK_SUSPEND of wake_lock/wake_unlock writers. */
+	gboolean check_capability;
+};
+
+struct power_options {
+	guint wakelock_limit;
+	guint wakelock_gc_seconds;
+	gboolean check_capability;
+};
+
+/* Takes ownership of clock and backend. */
+struct power *power_new(struct pf_clock *clock, struct backend *backend,
+			const struct power_options *opts);
+void power_free(struct power *pw);
+
+#endif

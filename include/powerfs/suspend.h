@@ -1,0 +1,54 @@
+/* suspend.h - entering a sleep state (kernel/power/suspend.c): the transition
+ * lock that serialises state changes, the pending-wakeup check, and
+ * suspend_stats.
+ */
+#ifndef POWERFS_SUSPEND_H
+#define POWERFS_SUSPEND_H
+
+#include <errno.h>
+#include <glib.h>
+#include "powerfs/backend.h"
+#include "powerfs/wakeup.h"
+
+struct suspend;
+
+/* Functions that take a completion callback either return their result at
+ * once (and never call it) or return PF_PENDING and call it exactly once,
+ * later, from the main loop. */
+#define PF_PENDING (-EINPROGRESS)
+
+struct suspend_stats {
+	int success, fail, failed_freeze, failed_prepare, failed_suspend,
+		failed_suspend_late, failed_suspend_noirq, failed_resume,
+		failed_resume_early, failed_resume_noirq;
+	int last_failed_errno;
+	const char *last_failed_dev;	/* always "" here */
+	const char *last_failed_step;	/* "", "freeze", "suspend" */
+};
+
+struct suspend *suspend_new(struct wakeup_engine *engine,
+			    struct backend *backend);
+void suspend_free(struct suspend *s);
+
+/* Bit mask of supported states (from the backend). */
+guint suspend_valid_states(const struct suspend *s);
+
+/* The transition lock (the kernel's autosleep_lock): state writes,
+ * wakeup_count writes, autosleep changes and autosleep cycles run one at a
+ * time.  Returns TRUE if the caller holds the lock now (func is not called);
+ * otherwise func is called later, from the main loop, with the lock held. */
+typedef void (*suspend_locked_func)(gpointer data);
+gboolean suspend_lock(struct suspend *s, suspend_locked_func func,
+		      gpointer data);
+void suspend_unlock(struct suspend *s);
+gboolean suspend_in_progress(const struct suspend *s);
+
+/* With the lock held: enter state, unless a wakeup event is pending (then
+ * -EBUSY at once).  Otherwise PF_PENDING, and done(0 or -errno) after
+ * resume. */
+int suspend_enter(struct suspend *s, enum pm_state state,
+		  backend_done_func done, gpointer data);
+
+const struct suspend_stats *suspend_get_stats(const struct suspend *s);
+
+#endif

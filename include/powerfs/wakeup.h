@@ -1,0 +1,89 @@
+/* wakeup.h - the wakeup engine: wakeup sources, event counters, the
+ * wakeup_count handshake and the statistics (drivers/base/power/wakeup.c).
+ *
+ * Single-threaded: every call comes from the main loop (or a unit test).
+ * Times are microseconds of the injected clock.
+ */
+#ifndef POWERFS_WAKEUP_H
+#define POWERFS_WAKEUP_H
+
+#include <glib.h>
+#include "powerfs/clock.h"
+
+struct wakeup_engine;
+struct wakeup_source;
+struct wakeup_waiter;
+
+typedef void (*wakeup_func)(gpointer data);
+
+struct wakeup_engine *wakeup_engine_new(struct pf_clock *clock);
+void wakeup_engine_free(struct wakeup_engine *engine);
+
+/* Sources.  The name is copied (len bytes, need not be NUL-terminated). */
+struct wakeup_source *wakeup_source_register(struct wakeup_engine *engine,
+					     const char *name, gsize len);
+/* Relaxes the source, adds its statistics to the "deleted" row, frees it. */
+void wakeup_source_unregister(struct wakeup_source *ws);
+
+const char *wakeup_source_name(const struct wakeup_source *ws);
+gboolean wakeup_source_active(const struct wakeup_source *ws);
+/* Monotonic time of the last activation or deactivation (or creation). */
+gint64 wakeup_source_last_change(const struct wakeup_source *ws);
+
+/* Signal an event and stay active until wakeup_source_relax() (cancels any
+ * armed timeout). */
+void wakeup_source_stay_awake(struct wakeup_source *ws);
+/* Signal an event and stay active for msec milliseconds; an armed later
+ * deadline is kept.  msec == 0 signals and relaxes at once. */
+void wakeup_source_event(struct wakeup_source *ws, guint32 msec);
+/* Deactivate if active (counts one registered event). */
+void wakeup_source_relax(struct wakeup_source *ws);
+
+/* Counters and the handshake. */
+guint wakeup_events_in_progress(const struct wakeup_engine *engine);
+/* Stores the registered event count; TRUE if no event is in progress. */
+gboolean wakeup_get_count(const struct wakeup_engine *engine, guint *count);
+/* Arms the handshake if count is current and nothing is in progress;
+ * otherwise disarms it.  Returns whether it is armed. */
+gboolean wakeup_save_count(struct wakeup_engine *engine, guint count);
+/* If the handshake is armed: has an event happened since (count changed, or a
+ * source active)?  A pending wakeup ends the handshake. */
+gboolean wakeup_pending(struct wakeup_engine *engine);
+/* Ends the handshake (after every suspend attempt). */
+void wakeup_end_handshake(struct wakeup_engine *engine);
+
+/* Autosleep on/off: drives prevent_suspend_time. */
+void wakeup_set_autosleep(struct wakeup_engine *engine, gboolean enabled);
+
+/* Call func once, from the main loop, the next time no event is in progress
+ * (soon after, if none is now).  The waiter is freed after the call or by
+ * wakeup_cancel_wait(). */
+struct wakeup_waiter *wakeup_wait_idle(struct wakeup_engine *engine,
+				       wakeup_func func, gpointer data);
+void wakeup_cancel_wait(struct wakeup_waiter *waiter);
+
+/* Called synchronously on every event reported on any source (used to end a
+ * simulated suspend early).  NULL removes the hook. */
+void wakeup_set_event_hook(struct wakeup_engine *engine, wakeup_func func,
+			   gpointer data);
+
+/* The debugfs wakeup_sources table, newest source first, "deleted" last. */
+void wakeup_print_stats(const struct wakeup_engine *engine, GString *out);
+
+/* Iterate sources, newest first (for /sys/class/wakeup). */
+typedef void (*wakeup_source_visit)(const struct wakeup_source *ws,
+				    gpointer data);
+void wakeup_foreach_source(const struct wakeup_engine *engine,
+			   wakeup_source_visit visit, gpointer data);
+
+/* One source's statistics, with the current activation included (as the
+ * kernel prints them).  Times in milliseconds. */
+struct wakeup_stats {
+	gulong active_count, event_count, wakeup_count, expire_count;
+	gint64 active_time_ms, total_time_ms, max_time_ms, last_change_ms,
+		prevent_suspend_time_ms;
+};
+void wakeup_source_get_stats(const struct wakeup_source *ws,
+			     struct wakeup_stats *stats);
+
+#endif

@@ -1,0 +1,15 @@
+#!/bin/sh
+# Install the Debian 12 packages powerfs needs to build and test.  Skips the
+# whole step when everything is present, so `make check` stays quick.
+set -eu
+PKGS="gcc make pkg-config libfuse3-dev fuse3 libglib2.0-dev python3 python3-pytest python3-dbusmock dbus"
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "install-deps: installing$missing" >&2
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing

@@ -1,0 +1,419 @@
+/* attrs.c - the files of the mount and their show/store handlers (the
+ * kernel's kernel/power/main.c, plus the debugfs wakeup_sources file).
+ *
+ * Parsing and formatting live here and nowhere else; each handler then calls
+ * one function of the core.  Errors are negative errno values, returned to
+ * the writer's write(2) unchanged.
+ */
+#include <string.h>
+#include <sys/stat.h>
+#include <linux/capability.h>
+
+#include "powerfs/attrs.h"
+#include "powerfs/caps.h"
+
+/* The kernel's isspace(): ASCII white space and Latin-1 NBSP (0xa0). */
+static gboolean kernel_isspace(char c)
+{
+	return g_ascii_isspace(c) || c == '\v' || (guchar)c == 0xa0;
+}
+
+static const char *skip_spaces(const char *s)
+{
+	while (kernel_isspace(*s))
+		s++;
+	return s;
+}
+
+/* kstrtou64(s, 10): optional '+', decimal digits that fit in 64 bits, at
+ * most one trailing newline, nothing else. */
+static gboolean parse_u64(const char *s, guint64 *out)
+{
+	guint64 v = 0;
+	const char *digits;
+
+	if (*s == '+')
+		s++;
+	for (digits = s; g_ascii_isdigit(*s); s++) {
+		guint d = *s - '0';
+
+		if (v > (G_MAXUINT64 - d) / 10)
+			return FALSE;
+		v = v * 10 + d;
+	}
+	if (s == digits)
+		return FALSE;
+	if (*s == '\n')
+		s++;
+	if (*s)
+		return FALSE;
+	*out = v;
+	return TRUE;
+}
+
+/* sscanf(s, "%u"): white space skipped, decimal digits, the rest ignored;
+ * the value wraps modulo 2^32 as the kernel's conversion does. */
+static gboolean parse_uint_scanf(const char *s, guint *out)
+{
+	guint v = 0;
+
+	s = skip_spaces(s);
+	if (!g_ascii_isdigit(*s))
+		return FALSE;
+	for (; g_ascii_isdigit(*s); s++)
+		v = v * 10 + (guint)(*s - '0');
+	*out = v;
+	return TRUE;
+}
+
+/* decode_state(): the text up to the first newline names a state the backend
+ * supports ("disk" is recognised even when it does not); PM_ON otherwise. */
+static enum pm_state decode_state(struct power *pw, const char *buf,
+				  gsize len)
+{
+	const char *nl = memchr(buf, '\n', len);
+	gsize n = nl ? (gsize)(nl - buf) : len;
+	guint valid = suspend_valid_states(pw->suspend);
+
+	if (n == 4 && !memcmp(buf, "disk", 4))
+		return PM_DISK;
+	for (enum pm_state s = PM_FREEZE; s < PM_DISK; s++) {
+		const char *label = pm_state_label(s);
+
+		if ((valid & PM_STATE_BIT(s)) && n == strlen(label) &&
+		    !memcmp(buf, label, n))
+			return s;
+	}
+	return PM_ON;
+}
+
+static gboolean may_block_suspend(struct power *pw,
+				  const struct pf_caller *caller)
+{
+	return !pw->check_capability ||
+	       pf_caller_capable(caller->pid, caller->uid, CAP_BLOCK_SUSPEND);
+}
+
+/* Stores that change the power state run under the transition lock. */
+struct locked_store {
+	struct power *pw;
+	gssize (*run)(struct locked_store *ls);
+	char *buf;
+	gsize len;
+	enum pm_state state;
+	pf_store_done done;
+	gpointer data;
+};
+
+static void locked_store_free(struct locked_store *ls)
+{
+	g_free(ls->buf);
+	g_free(ls);
+}
+
+static void locked_store_finish(struct locked_store *ls, gssize result)
+{
+	struct suspend *s = ls->pw->suspend;
+
+	ls->done(result, ls->data);
+	locked_store_free(ls);
+	suspend_unlock(s);
+}
+
+static void locked_store_resume(gpointer data)
+{
+	struct locked_store *ls = data;
+	gssize ret = ls->run(ls);
+
+	if (ret != PF_PENDING)
+		locked_store_finish(ls, ret);
+}
+
+static gssize store_locked(struct power *pw,
+			   gssize (*run)(struct locked_store *ls),
+			   const char *buf, gsize len, pf_store_done done,
+			   gpointer data)
+{
+	struct locked_store *ls = g_new0(struct locked_store, 1);
+	gssize ret;
+
+	*ls = (struct locked_store){ pw, run, g_strndup(buf, len), len,
+				     PM_ON, done, data };
+	/* g_strndup stops at a NUL; keep the bytes after it too. */
+	memcpy(ls->buf, buf, len);
+	if (!suspend_lock(pw->suspend, locked_store_resume, ls))
+		return PF_PENDING;
+	ret = run(ls);
+	if (ret == PF_PENDING)
+		return PF_PENDING;
+	locked_store_free(ls);
+	suspend_unlock(pw->suspend);
+	return ret;
+}
+
+/* state */
+
+static int state_show(struct power *pw, GString *out)
+{
+	guint valid = suspend_valid_states(pw->suspend);
+	gsize start = out->len;
+
+	for (enum pm_state s = PM_FREEZE; s < PM_NR_STATES; s++)
+		if (valid & PM_STATE_BIT(s))
+			g_string_append_printf(out, "%s ", pm_state_label(s));
+	if (out->len > start)
+		out->str[out->len - 1] = '\n';
+	return 0;
+}
+
+static void state_resumed(int error, gpointer data)
+{
+	struct locked_store *ls = data;
+
+	locked_store_finish(ls, error ? error : (gssize)ls->len);
+}
+
+static gssize state_store_locked(struct locked_store *ls)
+{
+	struct power *pw = ls->pw;
+	enum pm_state state;
+	int ret;
+
+	if (autosleep_state(pw->autosleep) != PM_ON)
+		return -EBUSY;
+	state = decode_state(pw, ls->buf, ls->len);
+	if (state == PM_ON)
+		return -EINVAL;
+	/* A kernel without CONFIG_HIBERNATION answers "disk" so. */
+	if (!(suspend_valid_states(pw->suspend) & PM_STATE_BIT(state)))
+		return -ENOSYS;
+	ret = suspend_enter(pw->suspend, state, state_resumed, ls);
+	return ret == PF_PENDING ? PF_PENDING : ret;
+}
+
+static gssize state_store(struct power *pw, const struct pf_caller *caller,
+			  const char *buf, gsize len, pf_store_done done,
+			  gpointer data)
+{
+	(void)caller;
+	return store_locked(pw, state_store_locked, buf, len, done, data);
+}
+
+/* wakeup_count */
+
+static int wakeup_count_show(struct power *pw, GString *out)
+{
+	guint count;
+
+	if (!wakeup_get_count(pw->engine, &count))
+		return -EAGAIN;
+	g_string_append_printf(out, "%u\n", count);
+	return 0;
+}
+
+static gssize wakeup_count_store_locked(struct locked_store *ls)
+{
+	struct power *pw = ls->pw;
+	guint count;
+
+	if (autosleep_state(pw->autosleep) != PM_ON)
+		return -EBUSY;
+	if (!parse_uint_scanf(ls->buf, &count))
+		return -EINVAL;
+	return wakeup_save_count(pw->engine, count) ? (gssize)ls->len :
+						      -EINVAL;
+}
+
+static gssize wakeup_count_store(struct power *pw,
+				 const struct pf_caller *caller,
+				 const char *buf, gsize len,
+				 pf_store_done done, gpointer data)
+{
+	(void)caller;
+	return store_locked(pw, wakeup_count_store_locked, buf, len, done,
+			    data);
+}
+
+/* autosleep */
+
+static int autosleep_show(struct power *pw, GString *out)
+{
+	enum pm_state state = autosleep_state(pw->autosleep);
+
+	g_string_append_printf(out, "%s\n",
+			       state == PM_ON ? "off" : pm_state_label(state));
+	return 0;
+}
+
+struct autosleep_write {
+	gsize len;
+	pf_store_done done;
+	gpointer data;
+};
+
+static void autosleep_switched(int error, gpointer data)
+{
+	struct autosleep_write *w = data;
+
+	w->done(error ? error : (gssize)w->len, w->data);
+	g_free(w);
+}
+
+static gssize autosleep_store(struct power *pw, const struct pf_caller *caller,
+			      const char *buf, gsize len, pf_store_done done,
+			      gpointer data)
+{
+	enum pm_state state = decode_state(pw, buf, len);
+	struct autosleep_write *w;
+	int ret;
+
+	(void)caller;
+	/* "off" is compared as a C string: "off\0junk" is off too. */
+	if (state == PM_ON && strcmp(buf, "off") && strcmp(buf, "off\n"))
+		return -EINVAL;
+	w = g_new(struct autosleep_write, 1);
+	*w = (struct autosleep_write){ len, done, data };
+	ret = autosleep_set_state(pw->autosleep, state, autosleep_switched, w);
+	if (ret == PF_PENDING)
+		return PF_PENDING;
+	g_free(w);
+	return ret ? ret : (gssize)len;
+}
+
+/* wake_lock, wake_unlock */
+
+static int wake_lock_show(struct power *pw, GString *out)
+{
+	wakelocks_show(pw->wakelocks, TRUE, out);
+	return 0;
+}
+
+static gssize wake_lock_store(struct power *pw, const struct pf_caller *caller,
+			      const char *buf, gsize len, pf_store_done done,
+			      gpointer data)
+{
+	const char *end = buf;
+	guint64 timeout_ns = 0;
+	int ret;
+
+	(void)done;
+	(void)data;
+	if (!may_block_suspend(pw, caller))
+		return -EPERM;
+	/* The name runs to the first white space (or NUL); a timeout in
+	 * nanoseconds may follow. */
+	while (*end && !kernel_isspace(*end))
+		end++;
+	if (end == buf)
+		return -EINVAL;
+	if (*end && *end != '\n' && !parse_u64(skip_spaces(end), &timeout_ns))
+		return -EINVAL;
+	ret = wakelocks_lock(pw->wakelocks, buf, end - buf, timeout_ns);
+	return ret ? ret : (gssize)len;
+}
+
+static int wake_unlock_show(struct power *pw, GString *out)
+{
+	wakelocks_show(pw->wakelocks, FALSE, out);
+	return 0;
+}
+
+static gssize wake_unlock_store(struct power *pw,
+				const struct pf_caller *caller,
+				const char *buf, gsize len,
+				pf_store_done done, gpointer data)
+{
+	gsize n = strlen(buf);
+	int ret;
+
+	(void)done;
+	(void)data;
+	if (!may_block_suspend(pw, caller))
+		return -EPERM;
+	/* The whole line is the name: no timeout here. */
+	if (n && buf[n - 1] == '\n')
+		n--;
+	if (!n)
+		return -EINVAL;
+	ret = wakelocks_unlock(pw->wakelocks, buf, n);
+	return ret ? ret : (gssize)len;
+}
+
+/* wakeup_sources (debugfs) */
+
+static int wakeup_sources_show(struct power *pw, GString *out)
+{
+	wakeup_print_stats(pw->engine, out);
+	return 0;
+}
+
+/* suspend_stats/ */
+
+#define STAT_INT(field)							\
+	static int stat_##field##_show(struct power *pw, GString *out)	\
+	{								\
+		g_string_append_printf(					\
+			out, "%d\n",					\
+			suspend_get_stats(pw->suspend)->field);		\
+		return 0;						\
+	}
+STAT_INT(success)
+STAT_INT(fail)
+STAT_INT(failed_freeze)
+STAT_INT(failed_prepare)
+STAT_INT(failed_suspend)
+STAT_INT(failed_suspend_late)
+STAT_INT(failed_suspend_noirq)
+STAT_INT(failed_resume)
+STAT_INT(failed_resume_early)
+STAT_INT(failed_resume_noirq)
+STAT_INT(last_failed_errno)
+
+static int stat_last_failed_dev_show(struct power *pw, GString *out)
+{
+	g_string_append_printf(out, "%s\n",
+			       suspend_get_stats(pw->suspend)->last_failed_dev);
+	return 0;
+}
+
+static int stat_last_failed_step_show(struct power *pw, GString *out)
+{
+	g_string_append_printf(out, "%s\n",
+			       suspend_get_stats(pw->suspend)->last_failed_step);
+	return 0;
+}
+
+#define ROOT (-1)
+#define STATS_DIR 6	/* index of the suspend_stats row below */
+#define FILE_RW(name) { #name, ROOT, S_IFREG | 0644, 4096, name##_show, name##_store }
+#define STAT_FILE(name) { #name, STATS_DIR, S_IFREG | 0444, 4096, stat_##name##_show, NULL }
+
+static const struct pf_attr attrs[] = {
+	FILE_RW(state),
+	FILE_RW(wakeup_count),
+	FILE_RW(autosleep),
+	FILE_RW(wake_lock),
+	FILE_RW(wake_unlock),
+	/* debugfs, not sysfs: read-only and size 0. */
+	{ "wakeup_sources", ROOT, S_IFREG | 0444, 0, wakeup_sources_show, NULL },
+	[STATS_DIR] = { "suspend_stats", ROOT, S_IFDIR | 0755, 0, NULL, NULL },
+	STAT_FILE(success),
+	STAT_FILE(fail),
+	STAT_FILE(failed_freeze),
+	STAT_FILE(failed_prepare),
+	STAT_FILE(failed_suspend),
+	STAT_FILE(failed_suspend_late),
+	STAT_FILE(failed_suspend_noirq),
+	STAT_FILE(failed_resume),
+	STAT_FILE(failed_resume_early),
+	STAT_FILE(failed_resume_noirq),
+	STAT_FILE(last_failed_dev),
+	STAT_FILE(last_failed_errno),
+	STAT_FILE(last_failed_step),
+};
+
+const struct pf_attr *pf_attrs(guint *n_attrs)
+{
+	*n_attrs = G_N_ELEMENTS(attrs);
+	return attrs;
+}

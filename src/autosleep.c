@@ -1,0 +1,192 @@
+/* autosleep.c - opportunistic suspend (the kernel's kernel/power/autosleep.c).
+ *
+ * While autosleep is on, a worker loops: wait until no wakeup source is
+ * active, read the registered event count, take the transition lock, arm the
+ * wakeup_count handshake with that count and suspend.  If the system came
+ * back without any event being registered (a wakeup of unknown cause), it
+ * waits half a second before the next attempt so it cannot spin.
+ *
+ * The worker is a small state machine driven from the main loop: it never
+ * blocks, it waits through wakeup_wait_idle(), the transition lock's queue and
+ * a timer.
+ */
+#include <errno.h>
+
+#include "powerfs/autosleep.h"
+
+#define UNKNOWN_WAKEUP_PAUSE_US (G_USEC_PER_SEC / 2)
+
+struct autosleep {
+	struct wakeup_engine *engine;
+	struct suspend *suspend;
+	struct pf_clock *clock;
+	struct wakeup_source *ws;	/* "autosleep": one event per change */
+	enum pm_state state;
+	gboolean cycle_queued;	/* the worker is waiting or working */
+	struct wakeup_waiter *idle_wait;
+	struct pf_timer *pause;
+	guint initial_count;
+};
+
+struct set_request {
+	struct autosleep *as;
+	enum pm_state state;
+	backend_done_func done;
+	gpointer data;
+};
+
+static void queue_up_cycle(struct autosleep *as);
+
+static void cycle_end(struct autosleep *as)
+{
+	as->cycle_queued = FALSE;
+	queue_up_cycle(as);
+}
+
+static void cycle_resumed(int error, gpointer data)
+{
+	struct autosleep *as = data;
+	guint final_count;
+
+	(void)error;	/* counted in suspend_stats */
+	suspend_unlock(as->suspend);
+	if (wakeup_get_count(as->engine, &final_count) &&
+	    final_count == as->initial_count && as->state != PM_ON) {
+		pf_timer_arm(as->pause, pf_clock_now(as->clock) +
+						UNKNOWN_WAKEUP_PAUSE_US);
+		return;
+	}
+	cycle_end(as);
+}
+
+static void cycle_locked(gpointer data)
+{
+	struct autosleep *as = data;
+	int ret;
+
+	if (as->state == PM_ON) {
+		suspend_unlock(as->suspend);
+		as->cycle_queued = FALSE;
+		return;
+	}
+	if (!wakeup_save_count(as->engine, as->initial_count)) {
+		/* An event came in since the count was read: start over. */
+		suspend_unlock(as->suspend);
+		cycle_end(as);
+		return;
+	}
+	ret = suspend_enter(as->suspend, as->state, cycle_resumed, as);
+	if (ret != PF_PENDING)
+		cycle_resumed(ret, as);
+}
+
+static void cycle_idle(gpointer data)
+{
+	struct autosleep *as = data;
+
+	as->idle_wait = NULL;
+	wakeup_get_count(as->engine, &as->initial_count);
+	if (suspend_lock(as->suspend, cycle_locked, as))
+		cycle_locked(as);
+}
+
+static void pause_over(gpointer data)
+{
+	cycle_end(data);
+}
+
+static void queue_up_cycle(struct autosleep *as)
+{
+	if (as->state == PM_ON || as->cycle_queued)
+		return;
+	as->cycle_queued = TRUE;
+	as->idle_wait = wakeup_wait_idle(as->engine, cycle_idle, as);
+}
+
+/* Stop a worker that is only waiting; one queued on or holding the lock sees
+ * the new state itself. */
+static void cancel_cycle(struct autosleep *as)
+{
+	if (as->idle_wait) {
+		wakeup_cancel_wait(as->idle_wait);
+		as->idle_wait = NULL;
+		as->cycle_queued = FALSE;
+	} else if (pf_timer_is_armed(as->pause)) {
+		pf_timer_disarm(as->pause);
+		as->cycle_queued = FALSE;
+	}
+}
+
+struct autosleep *autosleep_new(struct wakeup_engine *engine,
+				struct suspend *s, struct pf_clock *clock)
+{
+	struct autosleep *as = g_new0(struct autosleep, 1);
+
+	as->engine = engine;
+	as->suspend = s;
+	as->clock = clock;
+	as->state = PM_ON;
+	as->ws = wakeup_source_register(engine, "autosleep", 9);
+	as->pause = pf_timer_new(clock, pause_over, as);
+	return as;
+}
+
+void autosleep_free(struct autosleep *as)
+{
+	if (!as)
+		return;
+	if (as->idle_wait)
+		wakeup_cancel_wait(as->idle_wait);
+	pf_timer_free(as->pause);
+	wakeup_source_unregister(as->ws);
+	g_free(as);
+}
+
+enum pm_state autosleep_state(const struct autosleep *as)
+{
+	return as->state;
+}
+
+static void apply_state(struct autosleep *as, enum pm_state state)
+{
+	if (state != as->state)
+		g_info("autosleep %s", state == PM_ON ? "off" :
+							pm_state_label(state));
+	as->state = state;
+	wakeup_source_relax(as->ws);
+	wakeup_set_autosleep(as->engine, state != PM_ON);
+	if (state == PM_ON)
+		cancel_cycle(as);
+	else
+		queue_up_cycle(as);
+	suspend_unlock(as->suspend);
+}
+
+static void set_locked(gpointer data)
+{
+	struct set_request *req = data;
+
+	apply_state(req->as, req->state);
+	req->done(0, req->data);
+	g_free(req);
+}
+
+int autosleep_set_state(struct autosleep *as, enum pm_state state,
+			backend_done_func done, gpointer data)
+{
+	struct set_request *req;
+
+	if (state != PM_ON &&
+	    !(suspend_valid_states(as->suspend) & PM_STATE_BIT(state)))
+		return -EINVAL;
+	/* Signalled before waiting for the lock, as in the kernel: the event
+	 * wakes a suspend in progress and fails a pending handshake. */
+	wakeup_source_stay_awake(as->ws);
+	req = g_new(struct set_request, 1);
+	*req = (struct set_request){ as, state, done, data };
+	if (!suspend_lock(as->suspend, set_locked, req))
+		return PF_PENDING;
+	g_free(req);
+	apply_state(as, state);
+	return 0;
+}

@@ -1,0 +1,652 @@
+/* fs.c - the FUSE side of powerfs: inodes, open files, reads and writes.
+ *
+ * The low-level libfuse API, driven from the GLib main loop: one request at a
+ * time is read from /dev/fuse and answered, so the core needs no locks.  A
+ * request that must wait (a wakeup_count read while a wakeup source is
+ * active, a state write while the system "sleeps") is parked: its fuse_req_t
+ * is kept and answered later, and the loop goes on serving everyone else.
+ *
+ * Files behave like sysfs files: a read at offset 0 (or at an offset the open
+ * file has no snapshot for) generates the content, a read that continues where
+ * the last one ended is served from that snapshot, and every write(2) is one
+ * whole command whatever the file offset.  All files are opened direct_io, so
+ * no read is ever served from the page cache.
+ */
+#define FUSE_USE_VERSION 34
+#include <fuse_lowlevel.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <gio/gio.h>
+#include <glib-unix.h>
+
+#include "powerfs/attrs.h"
+#include "powerfs/fs.h"
+
+/* The attribute table never changes while mounted: let the kernel cache
+ * names and attributes (a write invalidates the size it caches itself). */
+#define CACHE_SECONDS 3600.0
+
+struct node {
+	const struct pf_attr *attr;	/* NULL for the root */
+	fuse_ino_t parent;
+	mode_t mode;
+	uid_t uid;
+	gid_t gid;
+	struct timespec ctime;
+};
+
+struct open_file {
+	const struct node *node;
+	GString *snapshot;
+	gboolean has_snapshot;
+	off_t snapshot_end;	/* where the last read ended */
+};
+
+struct pf_fs {
+	struct power *pw;
+	struct fuse_session *se;
+	char *mountpoint;
+	gboolean debug;
+	guint fd_watch;
+	struct fuse_buf buf;
+	struct node *nodes;	/* nodes[ino - 1] */
+	guint n_nodes;
+	struct timespec mounted_at;
+	GQueue parked;		/* struct parked: waiting for the core */
+	GQueue interrupted;	/* struct parked: to be answered EINTR */
+	guint interrupt_idle;
+	GSourceFunc on_unmounted;
+	gpointer on_unmounted_data;
+};
+
+struct parked {
+	struct pf_fs *fs;
+	fuse_req_t req;
+	GList link;
+	/* A read waiting for no wakeup event in progress: */
+	struct wakeup_waiter *waiter;
+	struct open_file *of;
+	size_t size;
+	off_t off;
+};
+
+static struct pf_fs *req_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static struct node *node_get(struct pf_fs *fs, fuse_ino_t ino)
+{
+	return ino >= 1 && ino <= fs->n_nodes ? &fs->nodes[ino - 1] : NULL;
+}
+
+static const char *node_name(const struct node *n)
+{
+	return n->attr ? n->attr->name : "/";
+}
+
+static void node_stat(struct pf_fs *fs, fuse_ino_t ino, struct stat *st)
+{
+	const struct node *n = node_get(fs, ino);
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_mode = n->mode;
+	st->st_nlink = S_ISDIR(n->mode) ? 2 : 1;
+	st->st_uid = n->uid;
+	st->st_gid = n->gid;
+	st->st_size = n->attr ? n->attr->size : 0;
+	st->st_blksize = 4096;
+	st->st_atim = fs->mounted_at;
+	st->st_mtim = fs->mounted_at;
+	st->st_ctim = n->ctime;
+}
+
+static void reply_entry(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fuse_entry_param e = {
+		.ino = ino,
+		.attr_timeout = CACHE_SECONDS,
+		.entry_timeout = CACHE_SECONDS,
+	};
+
+	node_stat(req_fs(req), ino, &e.attr);
+	fuse_reply_entry(req, &e);
+}
+
+static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct pf_fs *fs = req_fs(req);
+
+	for (guint i = 1; i < fs->n_nodes; i++)
+		if (fs->nodes[i].parent == parent &&
+		    !strcmp(fs->nodes[i].attr->name, name)) {
+			reply_entry(req, i + 1);
+			return;
+		}
+	fuse_reply_err(req, ENOENT);
+}
+
+static void fs_getattr(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct stat st;
+
+	(void)fi;
+	node_stat(req_fs(req), ino, &st);
+	fuse_reply_attr(req, &st, CACHE_SECONDS);
+}
+
+/* chown and chmod persist (Android's init relies on it); the kernel has
+ * already checked that the caller may (default_permissions).  Truncation
+ * and times are accepted and ignored, as sysfs does. */
+static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	struct pf_fs *fs = req_fs(req);
+	struct node *n = node_get(fs, ino);
+	struct stat st;
+
+	(void)fi;
+	if (to_set & FUSE_SET_ATTR_MODE)
+		n->mode = (n->mode & S_IFMT) | (attr->st_mode & 07777);
+	if (to_set & FUSE_SET_ATTR_UID)
+		n->uid = attr->st_uid;
+	if (to_set & FUSE_SET_ATTR_GID)
+		n->gid = attr->st_gid;
+	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
+		      FUSE_SET_ATTR_GID)) {
+		clock_gettime(CLOCK_REALTIME, &n->ctime);
+		g_info("%s: mode %04o owner %u:%u", node_name(n),
+		       n->mode & 07777, n->uid, n->gid);
+	}
+	node_stat(fs, ino, &st);
+	fuse_reply_attr(req, &st, CACHE_SECONDS);
+}
+
+static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct pf_fs *fs = req_fs(req);
+	const struct node *n = node_get(fs, ino);
+	struct open_file *of;
+
+	if (S_ISDIR(n->mode)) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	/* Even root may not open a file without a store for writing. */
+	if ((fi->flags & O_ACCMODE) != O_RDONLY && !n->attr->store) {
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	of = g_new0(struct open_file, 1);
+	of->node = n;
+	of->snapshot = g_string_sized_new(64);
+	fi->fh = (uintptr_t)of;
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		/* The opener was interrupted; there will be no release. */
+		g_string_free(of->snapshot, TRUE);
+		g_free(of);
+	}
+}
+
+static void fs_release(fuse_req_t req, fuse_ino_t ino,
+		       struct fuse_file_info *fi)
+{
+	struct open_file *of = (struct open_file *)(uintptr_t)fi->fh;
+
+	(void)ino;
+	g_string_free(of->snapshot, TRUE);
+	g_free(of);
+	fuse_reply_err(req, 0);
+}
+
+static void reply_from_snapshot(fuse_req_t req, struct open_file *of,
+				size_t size, off_t off)
+{
+	gsize len = of->snapshot->len;
+	size_t n = (gsize)off < len ? MIN(size, len - off) : 0;
+
+	of->snapshot_end = off + n;
+	fuse_reply_buf(req, of->snapshot->str + MIN((gsize)off, len), n);
+}
+
+static void park_read(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
+		      size_t size, off_t off);
+
+/* Generate the content and answer from it, or park until it can be. */
+static void read_fresh(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
+		       size_t size, off_t off)
+{
+	int ret;
+
+	g_string_truncate(of->snapshot, 0);
+	of->has_snapshot = FALSE;
+	ret = of->node->attr->show(fs->pw, of->snapshot);
+	if (ret == -EAGAIN) {
+		park_read(fs, req, of, size, off);
+		return;
+	}
+	if (ret < 0) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	of->has_snapshot = TRUE;
+	reply_from_snapshot(req, of, size, off);
+}
+
+static void parked_read_wake(gpointer data)
+{
+	struct parked *p = data;
+	struct pf_fs *fs = p->fs;
+
+	p->waiter = NULL;
+	g_queue_unlink(&fs->parked, &p->link);
+	read_fresh(fs, p->req, p->of, p->size, p->off);
+	g_free(p);
+}
+
+static gboolean answer_interrupted(gpointer data)
+{
+	struct pf_fs *fs = data;
+	GList *l;
+
+	fs->interrupt_idle = 0;
+	while ((l = g_queue_pop_head_link(&fs->interrupted))) {
+		struct parked *p = l->data;
+
+		fuse_reply_err(p->req, EINTR);
+		g_free(p);
+	}
+	return G_SOURCE_REMOVE;
+}
+
+/* libfuse calls this with the request locked: answering here would free the
+ * request under its own lock.  Stop waiting now, answer from the loop. */
+static void parked_read_interrupted(fuse_req_t req, void *data)
+{
+	struct parked *p = data;
+	struct pf_fs *fs = p->fs;
+
+	(void)req;
+	if (!p->waiter)
+		return;
+	wakeup_cancel_wait(p->waiter);
+	p->waiter = NULL;
+	g_queue_unlink(&fs->parked, &p->link);
+	g_queue_push_tail_link(&fs->interrupted, &p->link);
+	if (!fs->interrupt_idle)
+		fs->interrupt_idle = g_idle_add(answer_interrupted, fs);
+	if (fs->debug)
+		g_debug("%s: blocked read interrupted",
+			node_name(p->of->node));
+}
+
+static void park_read(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
+		      size_t size, off_t off)
+{
+	struct parked *p = g_new0(struct parked, 1);
+
+	p->fs = fs;
+	p->req = req;
+	p->link.data = p;
+	p->of = of;
+	p->size = size;
+	p->off = off;
+	g_queue_push_tail_link(&fs->parked, &p->link);
+	p->waiter = wakeup_wait_idle(fs->pw->engine, parked_read_wake, p);
+	/* May call parked_read_interrupted() at once if a signal came first. */
+	fuse_req_interrupt_func(req, parked_read_interrupted, p);
+}
+
+static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct open_file *of = (struct open_file *)(uintptr_t)fi->fh;
+
+	(void)ino;
+	if (off > 0 && of->has_snapshot && off == of->snapshot_end)
+		reply_from_snapshot(req, of, size, off);
+	else
+		read_fresh(req_fs(req), req, of, size, off);
+}
+
+static void reply_store(fuse_req_t req, gssize result)
+{
+	if (result < 0)
+		fuse_reply_err(req, (int)-result);
+	else
+		fuse_reply_write(req, (size_t)result);
+}
+
+static void store_done(gssize result, gpointer data)
+{
+	struct parked *p = data;
+
+	g_queue_unlink(&p->fs->parked, &p->link);
+	reply_store(p->req, result);
+	g_free(p);
+}
+
+static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct pf_fs *fs = req_fs(req);
+	const struct node *n = node_get(fs, ino);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct pf_caller caller = { ctx->pid, ctx->uid, ctx->gid };
+	char text[PF_STORE_MAX + 1];
+	struct parked *p;
+	gsize len;
+	gssize ret;
+
+	(void)off;
+	(void)fi;
+	if (size == 0) {
+		fuse_reply_write(req, 0);
+		return;
+	}
+	/* One write is one command of at most a page, NUL-terminated like
+	 * the buffer sysfs hands to a store. */
+	len = MIN(size, PF_STORE_MAX);
+	memcpy(text, buf, len);
+	text[len] = '\0';
+
+	p = g_new0(struct parked, 1);
+	p->fs = fs;
+	p->req = req;
+	p->link.data = p;
+	ret = n->attr->store(fs->pw, &caller, text, len, store_done, p);
+	if (fs->debug) {
+		g_autofree char *shown = g_strescape(text, NULL);
+
+		g_debug("write %s \"%s\" by pid %d uid %u: %s", node_name(n),
+			shown, caller.pid, caller.uid,
+			ret == PF_PENDING ? "pending" :
+			ret < 0 ? g_strerror((int)-ret) : "ok");
+	}
+	if (ret == PF_PENDING) {
+		g_queue_push_tail_link(&fs->parked, &p->link);
+		return;
+	}
+	g_free(p);
+	reply_store(req, ret);
+}
+
+static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct pf_fs *fs = req_fs(req);
+	const struct node *dir = node_get(fs, ino);
+	g_autofree char *buf = g_malloc(size);
+	size_t used = 0;
+	off_t pos = 0;
+
+	(void)fi;
+	if (!S_ISDIR(dir->mode)) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	/* Entry k of the listing has offset k + 1: ".", "..", then children. */
+	for (guint i = 0; i < fs->n_nodes + 1; i++) {
+		struct stat st = { 0 };
+		const char *name;
+		size_t need;
+
+		if (i == 0) {
+			name = ".";
+			st.st_ino = ino;
+		} else if (i == 1) {
+			name = "..";
+			st.st_ino = dir->parent ? dir->parent : ino;
+		} else if (fs->nodes[i - 1].parent == ino) {
+			name = fs->nodes[i - 1].attr->name;
+			st.st_ino = i;
+		} else {
+			continue;
+		}
+		if (pos++ < off)
+			continue;
+		st.st_mode = S_ISDIR(node_get(fs, st.st_ino)->mode) ? S_IFDIR :
+								      S_IFREG;
+		need = fuse_add_direntry(req, buf + used, size - used, name,
+					 &st, pos);
+		if (need > size - used)
+			break;
+		used += need;
+	}
+	fuse_reply_buf(req, buf, used);
+}
+
+/* The set of files is fixed. */
+static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	(void)parent, (void)name, (void)mode, (void)fi;
+	fuse_reply_err(req, EACCES);
+}
+
+static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	(void)parent, (void)name, (void)mode, (void)rdev;
+	fuse_reply_err(req, EACCES);
+}
+
+static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
+{
+	(void)parent, (void)name, (void)mode;
+	fuse_reply_err(req, EPERM);
+}
+
+static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	(void)parent, (void)name;
+	fuse_reply_err(req, EPERM);
+}
+
+static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	(void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
+	fuse_reply_err(req, EPERM);
+}
+
+static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name)
+{
+	(void)link, (void)parent, (void)name;
+	fuse_reply_err(req, EPERM);
+}
+
+static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname)
+{
+	(void)ino, (void)newparent, (void)newname;
+	fuse_reply_err(req, EPERM);
+}
+
+static void fs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* O_TRUNC arrives with the open instead of as a separate truncate. */
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+}
+
+static const struct fuse_lowlevel_ops fs_ops = {
+	.init = fs_init,
+	.lookup = fs_lookup,
+	.getattr = fs_getattr,
+	.setattr = fs_setattr,
+	.open = fs_open,
+	.release = fs_release,
+	.read = fs_read,
+	.write = fs_write,
+	.readdir = fs_readdir,
+	.create = fs_create,
+	.mknod = fs_mknod,
+	.mkdir = fs_mkdir,
+	.unlink = fs_unlink,
+	.rmdir = fs_unlink,
+	.rename = fs_rename,
+	.symlink = fs_symlink,
+	.link = fs_link,
+};
+
+static gboolean on_fuse_readable(gint fd, GIOCondition cond, gpointer data)
+{
+	struct pf_fs *fs = data;
+	int res;
+
+	(void)fd;
+	(void)cond;
+	res = fuse_session_receive_buf(fs->se, &fs->buf);
+	if (res == -EINTR || res == -EAGAIN)
+		return G_SOURCE_CONTINUE;
+	if (res <= 0 || fuse_session_exited(fs->se)) {
+		if (res < 0)
+			g_warning("reading /dev/fuse: %s", g_strerror(-res));
+		g_message("%s was unmounted", fs->mountpoint);
+		fs->fd_watch = 0;
+		if (fs->on_unmounted)
+			fs->on_unmounted(fs->on_unmounted_data);
+		return G_SOURCE_REMOVE;
+	}
+	fuse_session_process_buf(fs->se, &fs->buf);
+	return G_SOURCE_CONTINUE;
+}
+
+static void build_nodes(struct pf_fs *fs)
+{
+	guint n_attrs;
+	const struct pf_attr *attrs = pf_attrs(&n_attrs);
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	fs->mounted_at = now;
+	fs->n_nodes = n_attrs + 1;
+	fs->nodes = g_new0(struct node, fs->n_nodes);
+	fs->nodes[0] = (struct node){ NULL, 0, S_IFDIR | 0755, 0, 0, now };
+	for (guint i = 0; i < n_attrs; i++)
+		fs->nodes[i + 1] = (struct node){
+			&attrs[i],
+			attrs[i].parent < 0 ? FUSE_ROOT_ID :
+					      (fuse_ino_t)attrs[i].parent + 2,
+			attrs[i].mode, 0, 0, now
+		};
+}
+
+/* libfuse reports problems through its own logger; keep the last message
+ * for our one-line error and pass the rest to GLib's log. */
+static char *fuse_last_error;
+
+static void fuse_log_to_glib(enum fuse_log_level level, const char *fmt,
+			     va_list ap)
+{
+	g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+
+	g_strchomp(msg);
+	if (level <= FUSE_LOG_ERR) {
+		g_free(fuse_last_error);
+		fuse_last_error = g_strdup(msg);
+	}
+	g_debug("libfuse: %s", msg);
+}
+
+struct pf_fs *pf_fs_mount(struct power *pw, const char *mountpoint,
+			  const char *mount_options, gboolean debug,
+			  GSourceFunc on_unmounted, gpointer data,
+			  GError **error)
+{
+	struct pf_fs *fs = g_new0(struct pf_fs, 1);
+	g_autofree char *opts = g_strdup_printf(
+		"default_permissions,fsname=powerfs,subtype=powerfs%s%s",
+		mount_options && *mount_options ? "," : "",
+		mount_options ? mount_options : "");
+	char *argv[] = { "powerfs", "-o", opts, NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+	int fd;
+
+	fs->pw = pw;
+	fs->debug = debug;
+	fs->mountpoint = g_strdup(mountpoint);
+	fs->on_unmounted = on_unmounted;
+	fs->on_unmounted_data = data;
+	g_queue_init(&fs->parked);
+	g_queue_init(&fs->interrupted);
+	build_nodes(fs);
+
+	fuse_set_log_func(fuse_log_to_glib);
+	fs->se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), fs);
+	fuse_opt_free_args(&args);
+	if (!fs->se) {
+		g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+			    "bad mount options \"%s\": %s", opts,
+			    fuse_last_error ? fuse_last_error : "rejected");
+		goto fail;
+	}
+	if (fuse_session_mount(fs->se, mountpoint) != 0) {
+		g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
+			    "cannot mount on %s: %s", mountpoint,
+			    fuse_last_error ? fuse_last_error : "failed");
+		goto fail;
+	}
+	fd = fuse_session_fd(fs->se);
+	/* A request can vanish between poll and read (its caller died);
+	 * never let that block the loop. */
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	fs->fd_watch = g_unix_fd_add(fd, G_IO_IN | G_IO_ERR | G_IO_HUP,
+				     on_fuse_readable, fs);
+	g_message("serving %s (backend %s)", mountpoint,
+		  pw->backend->ops->name);
+	return fs;
+fail:
+	g_clear_pointer(&fuse_last_error, g_free);
+	if (fs->se)
+		fuse_session_destroy(fs->se);
+	g_free(fs->nodes);
+	g_free(fs->mountpoint);
+	g_free(fs);
+	return NULL;
+}
+
+void pf_fs_unmount(struct pf_fs *fs)
+{
+	GList *l;
+
+	if (!fs)
+		return;
+	/* Nobody may stay inside a request of a server that is leaving. */
+	while ((l = g_queue_pop_head_link(&fs->parked))) {
+		struct parked *p = l->data;
+
+		if (p->waiter) {
+			wakeup_cancel_wait(p->waiter);
+			fuse_reply_err(p->req, EINTR);
+		} else {
+			fuse_reply_err(p->req, EIO);
+		}
+		g_free(p);
+	}
+	if (fs->interrupt_idle)
+		g_source_remove(fs->interrupt_idle);
+	answer_interrupted(fs);
+	if (fs->fd_watch)
+		g_source_remove(fs->fd_watch);
+	fuse_session_unmount(fs->se);
+	fuse_session_destroy(fs->se);
+	free(fs->buf.mem);
+	g_clear_pointer(&fuse_last_error, g_free);
+	g_free(fs->nodes);
+	g_free(fs->mountpoint);
+	g_free(fs);
+}

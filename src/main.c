@@ -1,0 +1,300 @@
+/* main.c - powerfs: the /sys/power wake-lock and autosleep interface, served
+ * from user space through FUSE.
+ *
+ * Parses the command line, builds the power core and its backend, mounts,
+ * and runs the GLib main loop until SIGTERM/SIGINT or an unmount.  Without
+ * -f it forks first and the parent returns once the mount is live, with the
+ * child's exit status if it failed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <gio/gio.h>
+#include <glib-unix.h>
+
+#include "powerfs/fs.h"
+#include "powerfs/log.h"
+#include "powerfs/power.h"
+
+#define EXIT_USAGE 2
+
+static struct {
+	gboolean foreground;
+	gboolean debug;
+	gboolean version;
+	gchar **mount_options;
+	gchar *backend;
+	gint simulate_sleep_ms;
+	gchar *simulate_states;
+	gint wakelock_limit;
+	gint wakelock_gc_seconds;
+	gboolean no_capability_check;
+	gchar **args;
+} opt = {
+	.simulate_sleep_ms = 1000,
+	.wakelock_limit = 100,
+	.wakelock_gc_seconds = 300,
+};
+
+static const GOptionEntry entries[] = {
+	{ "foreground", 'f', 0, G_OPTION_ARG_NONE, &opt.foreground,
+	  "Stay in the foreground (log to stderr)", NULL },
+	{ "debug", 'd', 0, G_OPTION_ARG_NONE, &opt.debug,
+	  "Log every request and decision", NULL },
+	{ "options", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &opt.mount_options,
+	  "FUSE mount options, e.g. allow_other (repeatable)", "OPTS" },
+	{ "backend", 0, 0, G_OPTION_ARG_STRING, &opt.backend,
+	  "How to suspend: simulate (default)", "NAME" },
+	{ "simulate-sleep-ms", 0, 0, G_OPTION_ARG_INT, &opt.simulate_sleep_ms,
+	  "Length of a simulated suspend; a wakeup event ends it early "
+	  "(default 1000)", "N" },
+	{ "simulate-states", 0, 0, G_OPTION_ARG_STRING, &opt.simulate_states,
+	  "States the simulated backend offers (default \"freeze mem disk\")",
+	  "LIST" },
+	{ "wakelock-limit", 0, 0, G_OPTION_ARG_INT, &opt.wakelock_limit,
+	  "Maximum number of wake locks, 0 = unlimited (default 100)", "N" },
+	{ "wakelock-gc-seconds", 0, 0, G_OPTION_ARG_INT,
+	  &opt.wakelock_gc_seconds,
+	  "Idle time after which unused wake locks are collected "
+	  "(default 300)", "N" },
+	{ "no-capability-check", 0, 0, G_OPTION_ARG_NONE,
+	  &opt.no_capability_check,
+	  "Let any writer the file modes allow use wake_lock and wake_unlock "
+	  "(no CAP_BLOCK_SUSPEND needed)", NULL },
+	{ "version", 0, 0, G_OPTION_ARG_NONE, &opt.version,
+	  "Print the version and exit", NULL },
+	{ G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &opt.args,
+	  NULL, "MOUNTPOINT" },
+	{ NULL }
+};
+
+static G_GNUC_PRINTF(1, 2) void usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("powerfs: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs(" (see powerfs --help)\n", stderr);
+	exit(EXIT_USAGE);
+}
+
+static guint parse_states(const char *list)
+{
+	g_auto(GStrv) words = g_strsplit_set(list, " ,", -1);
+	guint states = 0;
+
+	for (guint i = 0; words[i]; i++) {
+		enum pm_state s;
+
+		if (!*words[i])
+			continue;
+		for (s = PM_FREEZE; s < PM_NR_STATES; s++)
+			if (!strcmp(words[i], pm_state_label(s)))
+				break;
+		if (s == PM_NR_STATES)
+			usage_error("unknown sleep state \"%s\" in "
+				    "--simulate-states", words[i]);
+		states |= PM_STATE_BIT(s);
+	}
+	return states;
+}
+
+static struct backend *make_backend(struct pf_clock *clock)
+{
+	const char *name = opt.backend ? opt.backend : "simulate";
+
+	if (!strcmp(name, "simulate"))
+		return backend_simulate_new(
+			clock, opt.simulate_sleep_ms,
+			parse_states(opt.simulate_states ?
+					     opt.simulate_states :
+					     "freeze mem disk"));
+	usage_error("unknown backend \"%s\"", name);
+	return NULL;
+}
+
+/* The mount point must be a directory we can mount on.  A dead powerfs
+ * leaves its mount answering ENOTCONN: lift it off first. */
+static char *check_mountpoint(const char *path)
+{
+	struct stat st;
+	char *real;
+
+	if (stat(path, &st) < 0 && errno == ENOTCONN) {
+		g_message("%s: removing a stale mount", path);
+		if (umount2(path, MNT_DETACH) < 0) {
+			g_autofree char *cmd = g_strdup_printf(
+				"fusermount3 -uz '%s'", path);
+
+			if (system(cmd) != 0)
+				usage_error("%s: stale mount that cannot be "
+					    "removed", path);
+		}
+	}
+	if (stat(path, &st) < 0)
+		usage_error("cannot mount on %s: %s", path, g_strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		usage_error("cannot mount on %s: %s", path,
+			    g_strerror(ENOTDIR));
+	real = realpath(path, NULL);
+	if (!real)
+		usage_error("cannot mount on %s: %s", path, g_strerror(errno));
+	return real;
+}
+
+static void parse_options(int *argc, char ***argv)
+{
+	g_autoptr(GOptionContext) ctx = g_option_context_new("MOUNTPOINT");
+	g_autoptr(GError) error = NULL;
+
+	g_option_context_set_summary(ctx,
+		"Serve the Linux /sys/power wake-lock and autosleep interface "
+		"(wake_lock, wake_unlock,\nwakeup_count, state, autosleep, "
+		"wakeup_sources, suspend_stats/) on MOUNTPOINT.");
+	g_option_context_set_description(ctx,
+		"Unmount with fusermount3 -u MOUNTPOINT or SIGTERM.  "
+		"See powerfs(1).");
+	g_option_context_add_main_entries(ctx, entries, NULL);
+	if (!g_option_context_parse(ctx, argc, argv, &error))
+		usage_error("%s", error->message);
+	if (opt.version) {
+		printf("powerfs %s\n", POWERFS_VERSION);
+		exit(0);
+	}
+	if (!opt.args || !opt.args[0])
+		usage_error("missing MOUNTPOINT");
+	if (opt.args[1])
+		usage_error("unexpected argument \"%s\"", opt.args[1]);
+	if (opt.simulate_sleep_ms < 0)
+		usage_error("--simulate-sleep-ms must be 0 or more");
+	if (opt.wakelock_limit < 0)
+		usage_error("--wakelock-limit must be 0 or more");
+	if (opt.wakelock_gc_seconds < 0)
+		usage_error("--wakelock-gc-seconds must be 0 or more");
+}
+
+/* Fork; the parent waits for the child's verdict and exits with it. */
+static int daemonize(void)
+{
+	int fds[2];
+	pid_t pid;
+	guchar status = 1;
+
+	if (pipe2(fds, O_CLOEXEC) < 0 || (pid = fork()) < 0) {
+		perror("powerfs: fork");
+		exit(1);
+	}
+	if (pid > 0) {
+		close(fds[1]);
+		if (read(fds[0], &status, 1) != 1)
+			status = 1;
+		_exit(status);
+	}
+	close(fds[0]);
+	setsid();
+	return fds[1];
+}
+
+static void report_ready(int fd)
+{
+	guchar ok = 0;
+	int null;
+
+	if (fd < 0)
+		return;
+	if (write(fd, &ok, 1) != 1)
+		g_warning("cannot report to the parent process");
+	close(fd);
+	if (chdir("/") < 0)
+		g_warning("chdir /: %s", g_strerror(errno));
+	null = open("/dev/null", O_RDWR);
+	if (null >= 0) {
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(null, 2);
+		if (null > 2)
+			close(null);
+	}
+}
+
+static gboolean quit_on_signal(gpointer loop)
+{
+	g_message("terminating");
+	g_main_loop_quit(loop);
+	return G_SOURCE_CONTINUE;
+}
+
+static gboolean quit_on_unmount(gpointer loop)
+{
+	g_main_loop_quit(loop);
+	return G_SOURCE_REMOVE;
+}
+
+int main(int argc, char **argv)
+{
+	g_autoptr(GError) error = NULL;
+	g_autoptr(GMainLoop) loop = NULL;
+	g_autofree char *mountpoint = NULL;
+	g_autofree char *mount_options = NULL;
+	struct power_options popts;
+	struct pf_clock *clock;
+	struct power *pw;
+	struct pf_fs *fs;
+	int ready_fd = -1;
+
+	parse_options(&argc, &argv);
+	pf_log_setup(opt.debug, FALSE);
+	mountpoint = check_mountpoint(opt.args[0]);
+	mount_options = opt.mount_options ?
+				g_strjoinv(",", opt.mount_options) : NULL;
+
+	clock = pf_clock_new_monotonic();
+	popts = (struct power_options){
+		.wakelock_limit = opt.wakelock_limit,
+		.wakelock_gc_seconds = opt.wakelock_gc_seconds,
+		.check_capability = !opt.no_capability_check,
+	};
+	pw = power_new(clock, make_backend(clock), &popts);
+
+	if (!opt.foreground)
+		ready_fd = daemonize();
+	loop = g_main_loop_new(NULL, FALSE);
+	fs = pf_fs_mount(pw, mountpoint, mount_options, opt.debug,
+			 quit_on_unmount, loop, &error);
+	if (!fs) {
+		fprintf(stderr, "powerfs: %s\n", error->message);
+		if (ready_fd >= 0) {
+			guchar code = EXIT_USAGE;
+
+			if (write(ready_fd, &code, 1) != 1)
+				perror("powerfs");
+		}
+		power_free(pw);
+		return EXIT_USAGE;
+	}
+	if (!opt.foreground)
+		pf_log_setup(opt.debug, TRUE);
+	report_ready(ready_fd);
+
+	g_unix_signal_add(SIGTERM, quit_on_signal, loop);
+	g_unix_signal_add(SIGINT, quit_on_signal, loop);
+	g_unix_signal_add(SIGHUP, quit_on_signal, loop);
+	g_main_loop_run(loop);
+
+	pf_fs_unmount(fs);
+	power_free(pw);
+	g_strfreev(opt.mount_options);
+	g_strfreev(opt.args);
+	g_free(opt.backend);
+	g_free(opt.simulate_states);
+	g_message("exiting");
+	return 0;
+}

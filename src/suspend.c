@@ -1,0 +1,188 @@
+/* suspend.c - entering a sleep state (the kernel's kernel/power/suspend.c).
+ *
+ * All state transitions are serialised by one lock, as the kernel serialises
+ * them with autosleep_lock: a state write, a wakeup_count write, an autosleep
+ * change and an autosleep cycle each take it and run alone.  The lock is
+ * asynchronous: a caller that finds it taken is queued and resumed from the
+ * main loop when it is released, so nothing ever blocks a thread.
+ */
+#include <errno.h>
+
+#include "powerfs/suspend.h"
+
+struct lock_waiter {
+	suspend_locked_func func;
+	gpointer data;
+};
+
+struct suspend {
+	struct wakeup_engine *engine;
+	struct backend *backend;
+	gboolean locked;
+	GQueue lock_queue;	/* struct lock_waiter * */
+	gboolean sleeping;	/* the backend is entering a state */
+	enum pm_state state;	/* the one it is entering */
+	backend_done_func done;
+	gpointer done_data;
+	struct suspend_stats stats;
+};
+
+static const char *const state_labels[PM_NR_STATES] = {
+	[PM_FREEZE] = "freeze",
+	[PM_STANDBY] = "standby",
+	[PM_MEM] = "mem",
+	[PM_DISK] = "disk",
+};
+
+const char *pm_state_label(enum pm_state state)
+{
+	return state > PM_ON && state < PM_NR_STATES ? state_labels[state] :
+						       NULL;
+}
+
+struct suspend *suspend_new(struct wakeup_engine *engine,
+			    struct backend *backend)
+{
+	struct suspend *s = g_new0(struct suspend, 1);
+
+	s->engine = engine;
+	s->backend = backend;
+	g_queue_init(&s->lock_queue);
+	s->stats.last_failed_dev = "";
+	s->stats.last_failed_step = "";
+	return s;
+}
+
+void suspend_free(struct suspend *s)
+{
+	if (!s)
+		return;
+	/* Queued callers are dropped: at exit their requests were already
+	 * answered by the file system layer. */
+	g_queue_clear_full(&s->lock_queue, g_free);
+	if (s->sleeping)
+		wakeup_set_event_hook(s->engine, NULL, NULL);
+	g_free(s);
+}
+
+guint suspend_valid_states(const struct suspend *s)
+{
+	return s->backend->ops->states(s->backend);
+}
+
+gboolean suspend_lock(struct suspend *s, suspend_locked_func func,
+		      gpointer data)
+{
+	struct lock_waiter *w;
+
+	if (!s->locked) {
+		s->locked = TRUE;
+		return TRUE;
+	}
+	w = g_new(struct lock_waiter, 1);
+	w->func = func;
+	w->data = data;
+	g_queue_push_tail(&s->lock_queue, w);
+	return FALSE;
+}
+
+gboolean suspend_in_progress(const struct suspend *s)
+{
+	return s->sleeping;
+}
+
+void suspend_unlock(struct suspend *s)
+{
+	struct lock_waiter *w = g_queue_pop_head(&s->lock_queue);
+
+	g_return_if_fail(s->locked);
+	if (!w) {
+		s->locked = FALSE;
+		return;
+	}
+	/* Hand the lock straight to the next caller. */
+	w->func(w->data);
+	g_free(w);
+}
+
+static void record_failure(struct suspend *s, int error, const char *step)
+{
+	s->stats.fail++;
+	s->stats.last_failed_errno = error;
+	s->stats.last_failed_step = step;
+}
+
+static void on_wakeup_event(gpointer data)
+{
+	struct suspend *s = data;
+
+	/* A wakeup event while asleep wakes the system (the simulated
+	 * backend resumes early; real ones ignore it). */
+	if (s->backend->ops->wake)
+		s->backend->ops->wake(s->backend);
+}
+
+/* Every attempt ends here: it ends the handshake and counts in the stats. */
+static void attempt_finished(struct suspend *s, int error)
+{
+	s->sleeping = FALSE;
+	wakeup_set_event_hook(s->engine, NULL, NULL);
+	wakeup_end_handshake(s->engine);
+	if (error) {
+		s->stats.failed_suspend++;
+		record_failure(s, error, "suspend");
+		g_message("suspend to %s failed: %s",
+			  pm_state_label(s->state), g_strerror(-error));
+	} else {
+		s->stats.success++;
+		g_message("resumed from %s", pm_state_label(s->state));
+	}
+}
+
+static void on_resumed(int error, gpointer data)
+{
+	struct suspend *s = data;
+	backend_done_func done = s->done;
+
+	s->done = NULL;
+	attempt_finished(s, error);
+	done(error, s->done_data);
+}
+
+int suspend_enter(struct suspend *s, enum pm_state state,
+		  backend_done_func done, gpointer data)
+{
+	int ret;
+
+	g_return_val_if_fail(s->locked && !s->sleeping, -EBUSY);
+	/* The handshake's promise: if an event arrived since user space read
+	 * wakeup_count, do not sleep (it would be lost). */
+	if (wakeup_pending(s->engine)) {
+		wakeup_end_handshake(s->engine);
+		s->stats.failed_freeze++;
+		record_failure(s, -EBUSY, "freeze");
+		g_message("suspend to %s aborted: wakeup event pending",
+		       pm_state_label(state));
+		return -EBUSY;
+	}
+	g_message("suspending to %s through %s", pm_state_label(state),
+		  s->backend->ops->name);
+	s->sleeping = TRUE;
+	s->state = state;
+	s->done = done;
+	s->done_data = data;
+	wakeup_set_event_hook(s->engine, on_wakeup_event, s);
+	ret = s->backend->ops->suspend(s->backend, state, on_resumed, s);
+	if (ret != PF_PENDING) {
+		/* The backend failed before sleeping. */
+		g_warn_if_fail(ret < 0);
+		s->done = NULL;
+		attempt_finished(s, ret);
+	}
+	return ret;
+}
+
+const struct suspend_stats *suspend_get_stats(const struct suspend *s)
+{
+	return &s->stats;
+}

@@ -1,0 +1,450 @@
+/* wakeup.c - the wakeup engine (the kernel's drivers/base/power/wakeup.c).
+ *
+ * A wakeup source is active while something must keep the system awake.  Two
+ * counters tell whether suspending now would lose an event: the number of
+ * events in progress (active sources) and the number of registered events
+ * (completed activations).  User space reads the second through wakeup_count,
+ * writes it back to arm the handshake, and a suspend attempt fails if either
+ * counter moved in between.
+ *
+ * The kernel packs both counters into one 32-bit atomic, so its registered
+ * count wraps at 65536; here they are plain integers and it wraps at 2^32.
+ * Everything runs on one thread, so there are no locks.
+ */
+#include "powerfs/wakeup.h"
+
+struct wakeup_source {
+	struct wakeup_engine *engine;
+	char *name;
+	GList link;		/* in engine->sources, newest first */
+	GSequenceIter *timer_node;	/* in engine->timeouts, if armed */
+	gint64 timer_expires;	/* 0 = no timeout armed */
+	gint64 total_time, max_time, last_time;
+	gint64 start_prevent_time, prevent_sleep_time;
+	gulong event_count, active_count, relax_count, expire_count,
+		wakeup_count;
+	gboolean active;
+};
+
+struct wakeup_waiter {
+	struct wakeup_engine *engine;
+	wakeup_func func;
+	gpointer data;
+	GList link;
+};
+
+struct wakeup_engine {
+	struct pf_clock *clock;
+	GQueue sources;
+	struct wakeup_source deleted;	/* statistics of removed sources */
+	guint registered;	/* completed events */
+	guint in_progress;	/* active sources */
+	guint saved_count;
+	gboolean events_check_enabled;	/* the handshake is armed */
+	gboolean autosleep;
+	GSequence *timeouts;	/* sources with a timeout, by deadline */
+	struct pf_timer *timeout_timer;
+	GQueue waiters;
+	struct pf_timer *waiter_timer;
+	wakeup_func event_hook;
+	gpointer event_hook_data;
+};
+
+static void timeouts_expire(gpointer data);
+static void waiters_run(gpointer data);
+
+struct wakeup_engine *wakeup_engine_new(struct pf_clock *clock)
+{
+	struct wakeup_engine *e = g_new0(struct wakeup_engine, 1);
+
+	e->clock = clock;
+	g_queue_init(&e->sources);
+	g_queue_init(&e->waiters);
+	e->deleted.engine = e;
+	e->deleted.name = g_strdup("deleted");
+	e->timeouts = g_sequence_new(NULL);
+	e->timeout_timer = pf_timer_new(clock, timeouts_expire, e);
+	e->waiter_timer = pf_timer_new(clock, waiters_run, e);
+	return e;
+}
+
+void wakeup_engine_free(struct wakeup_engine *e)
+{
+	GList *l;
+
+	if (!e)
+		return;
+	while ((l = g_queue_peek_head_link(&e->sources)))
+		wakeup_source_unregister(l->data);
+	while ((l = g_queue_peek_head_link(&e->waiters)))
+		wakeup_cancel_wait(l->data);
+	g_sequence_free(e->timeouts);
+	pf_timer_free(e->timeout_timer);
+	pf_timer_free(e->waiter_timer);
+	g_free(e->deleted.name);
+	g_free(e);
+}
+
+struct wakeup_source *wakeup_source_register(struct wakeup_engine *e,
+					     const char *name, gsize len)
+{
+	struct wakeup_source *ws = g_new0(struct wakeup_source, 1);
+
+	ws->engine = e;
+	ws->name = g_strndup(name, len);
+	ws->link.data = ws;
+	ws->last_time = pf_clock_now(e->clock);
+	g_queue_push_head_link(&e->sources, &ws->link);
+	return ws;
+}
+
+/* Removed sources live on as one "deleted" row (wakeup_source_record()). */
+static void record_deleted(struct wakeup_engine *e,
+			   const struct wakeup_source *ws)
+{
+	struct wakeup_source *d = &e->deleted;
+
+	if (!ws->event_count)
+		return;
+	d->total_time += ws->total_time;
+	d->prevent_sleep_time += ws->prevent_sleep_time;
+	d->max_time = MAX(d->max_time, ws->max_time);
+	d->event_count += ws->event_count;
+	d->active_count += ws->active_count;
+	d->relax_count += ws->relax_count;
+	d->expire_count += ws->expire_count;
+	d->wakeup_count += ws->wakeup_count;
+}
+
+void wakeup_source_unregister(struct wakeup_source *ws)
+{
+	struct wakeup_engine *e = ws->engine;
+
+	wakeup_source_relax(ws);
+	record_deleted(e, ws);
+	g_queue_unlink(&e->sources, &ws->link);
+	g_free(ws->name);
+	g_free(ws);
+}
+
+const char *wakeup_source_name(const struct wakeup_source *ws)
+{
+	return ws->name;
+}
+
+gboolean wakeup_source_active(const struct wakeup_source *ws)
+{
+	return ws->active;
+}
+
+gint64 wakeup_source_last_change(const struct wakeup_source *ws)
+{
+	return ws->last_time;
+}
+
+static void timeout_disarm(struct wakeup_source *ws)
+{
+	struct wakeup_engine *e = ws->engine;
+	gboolean was_first;
+
+	if (!ws->timer_node)
+		return;
+	was_first = ws->timer_node == g_sequence_get_begin_iter(e->timeouts);
+	g_sequence_remove(ws->timer_node);
+	ws->timer_node = NULL;
+	ws->timer_expires = 0;
+	if (was_first) {
+		/* Re-aim the one timer at the new earliest deadline. */
+		if (g_sequence_is_empty(e->timeouts))
+			pf_timer_disarm(e->timeout_timer);
+		else
+			pf_timer_arm(e->timeout_timer,
+				     ((struct wakeup_source *)g_sequence_get(
+					     g_sequence_get_begin_iter(
+						     e->timeouts)))
+					     ->timer_expires);
+	}
+}
+
+static gint by_deadline(gconstpointer a, gconstpointer b, gpointer unused)
+{
+	const struct wakeup_source *x = a, *y = b;
+
+	(void)unused;
+	if (x->timer_expires != y->timer_expires)
+		return x->timer_expires < y->timer_expires ? -1 : 1;
+	return x < y ? -1 : (x > y);
+}
+
+static void timeout_arm(struct wakeup_source *ws, gint64 expires)
+{
+	struct wakeup_engine *e = ws->engine;
+
+	timeout_disarm(ws);
+	ws->timer_expires = expires;
+	ws->timer_node = g_sequence_insert_sorted(e->timeouts, ws,
+						  by_deadline, NULL);
+	if (ws->timer_node == g_sequence_get_begin_iter(e->timeouts))
+		pf_timer_arm(e->timeout_timer, expires);
+}
+
+static void wake_waiters_later(struct wakeup_engine *e)
+{
+	if (!g_queue_is_empty(&e->waiters))
+		pf_timer_arm(e->waiter_timer, pf_clock_now(e->clock));
+}
+
+static void source_activate(struct wakeup_source *ws)
+{
+	struct wakeup_engine *e = ws->engine;
+
+	ws->active = TRUE;
+	ws->active_count++;
+	ws->last_time = pf_clock_now(e->clock);
+	if (e->autosleep)
+		ws->start_prevent_time = ws->last_time;
+	e->in_progress++;
+}
+
+static void source_deactivate(struct wakeup_source *ws)
+{
+	struct wakeup_engine *e = ws->engine;
+	gint64 now, duration;
+
+	ws->relax_count++;
+	ws->active = FALSE;
+	now = pf_clock_now(e->clock);
+	duration = now - ws->last_time;
+	ws->total_time += duration;
+	ws->max_time = MAX(ws->max_time, duration);
+	ws->last_time = now;
+	timeout_disarm(ws);
+	if (e->autosleep)
+		ws->prevent_sleep_time += now - ws->start_prevent_time;
+	/* One event completed: it is registered and no longer in progress. */
+	e->registered++;
+	if (--e->in_progress == 0)
+		wake_waiters_later(e);
+}
+
+static void report_event(struct wakeup_source *ws)
+{
+	struct wakeup_engine *e = ws->engine;
+
+	ws->event_count++;
+	if (e->events_check_enabled)
+		ws->wakeup_count++;
+	if (!ws->active)
+		source_activate(ws);
+	if (e->event_hook)
+		e->event_hook(e->event_hook_data);
+}
+
+void wakeup_source_stay_awake(struct wakeup_source *ws)
+{
+	report_event(ws);
+	timeout_disarm(ws);
+}
+
+void wakeup_source_event(struct wakeup_source *ws, guint32 msec)
+{
+	gint64 expires;
+
+	report_event(ws);
+	if (!msec) {
+		source_deactivate(ws);
+		return;
+	}
+	expires = pf_clock_now(ws->engine->clock) + (gint64)msec * 1000;
+	if (!ws->timer_expires || expires > ws->timer_expires)
+		timeout_arm(ws, expires);
+}
+
+void wakeup_source_relax(struct wakeup_source *ws)
+{
+	if (ws->active)
+		source_deactivate(ws);
+}
+
+static void timeouts_expire(gpointer data)
+{
+	struct wakeup_engine *e = data;
+	gint64 now = pf_clock_now(e->clock);
+	GSequenceIter *first;
+
+	while ((first = g_sequence_get_begin_iter(e->timeouts)) &&
+	       !g_sequence_iter_is_end(first)) {
+		struct wakeup_source *ws = g_sequence_get(first);
+
+		if (ws->timer_expires > now) {
+			pf_timer_arm(e->timeout_timer, ws->timer_expires);
+			return;
+		}
+		source_deactivate(ws);	/* disarms, removing it */
+		ws->expire_count++;
+	}
+}
+
+guint wakeup_events_in_progress(const struct wakeup_engine *e)
+{
+	return e->in_progress;
+}
+
+gboolean wakeup_get_count(const struct wakeup_engine *e, guint *count)
+{
+	*count = e->registered;
+	return e->in_progress == 0;
+}
+
+gboolean wakeup_save_count(struct wakeup_engine *e, guint count)
+{
+	e->events_check_enabled = count == e->registered && !e->in_progress;
+	if (e->events_check_enabled)
+		e->saved_count = count;
+	return e->events_check_enabled;
+}
+
+gboolean wakeup_pending(struct wakeup_engine *e)
+{
+	gboolean pending;
+
+	if (!e->events_check_enabled)
+		return FALSE;
+	pending = e->registered != e->saved_count || e->in_progress;
+	e->events_check_enabled = !pending;
+	return pending;
+}
+
+void wakeup_end_handshake(struct wakeup_engine *e)
+{
+	e->events_check_enabled = FALSE;
+}
+
+/* Deviation: the kernel only counts sources that existed when autosleep was
+ * switched on; here every source active while it is on counts. */
+void wakeup_set_autosleep(struct wakeup_engine *e, gboolean enabled)
+{
+	gint64 now = pf_clock_now(e->clock);
+
+	if (e->autosleep == enabled)
+		return;
+	for (GList *l = e->sources.head; l; l = l->next) {
+		struct wakeup_source *ws = l->data;
+
+		if (!ws->active)
+			continue;
+		if (enabled)
+			ws->start_prevent_time = now;
+		else
+			ws->prevent_sleep_time += now - ws->start_prevent_time;
+	}
+	e->autosleep = enabled;
+}
+
+struct wakeup_waiter *wakeup_wait_idle(struct wakeup_engine *e,
+				       wakeup_func func, gpointer data)
+{
+	struct wakeup_waiter *w = g_new0(struct wakeup_waiter, 1);
+
+	w->engine = e;
+	w->func = func;
+	w->data = data;
+	w->link.data = w;
+	g_queue_push_tail_link(&e->waiters, &w->link);
+	if (!e->in_progress)
+		wake_waiters_later(e);
+	return w;
+}
+
+void wakeup_cancel_wait(struct wakeup_waiter *w)
+{
+	g_queue_unlink(&w->engine->waiters, &w->link);
+	g_free(w);
+}
+
+/* Runs from the main loop, so a waiter never runs inside the request that
+ * relaxed the last source; an event that came in between keeps them waiting. */
+static void waiters_run(gpointer data)
+{
+	struct wakeup_engine *e = data;
+	GList *l;
+
+	while (!e->in_progress && (l = g_queue_pop_head_link(&e->waiters))) {
+		struct wakeup_waiter *w = l->data;
+		wakeup_func func = w->func;
+		gpointer fdata = w->data;
+
+		g_free(w);
+		func(fdata);
+	}
+}
+
+void wakeup_set_event_hook(struct wakeup_engine *e, wakeup_func func,
+			   gpointer data)
+{
+	e->event_hook = func;
+	e->event_hook_data = data;
+}
+
+static gint64 to_ms(gint64 us)
+{
+	return us / 1000;
+}
+
+void wakeup_source_get_stats(const struct wakeup_source *ws,
+			     struct wakeup_stats *st)
+{
+	const struct wakeup_engine *e = ws->engine;
+	gint64 total = ws->total_time, max = ws->max_time;
+	gint64 prevent = ws->prevent_sleep_time, active_time = 0;
+
+	if (ws->active) {
+		gint64 now = pf_clock_now(e->clock);
+
+		active_time = now - ws->last_time;
+		total += active_time;
+		max = MAX(max, active_time);
+		if (e->autosleep)
+			prevent += now - ws->start_prevent_time;
+	}
+	st->active_count = ws->active_count;
+	st->event_count = ws->event_count;
+	st->wakeup_count = ws->wakeup_count;
+	st->expire_count = ws->expire_count;
+	st->active_time_ms = to_ms(active_time);
+	st->total_time_ms = to_ms(total);
+	st->max_time_ms = to_ms(max);
+	st->last_change_ms = to_ms(ws->last_time);
+	st->prevent_suspend_time_ms = to_ms(prevent);
+}
+
+static void print_source(GString *out, const struct wakeup_source *ws)
+{
+	struct wakeup_stats st;
+
+	wakeup_source_get_stats(ws, &st);
+	g_string_append_printf(out,
+		"%-12s\t%lu\t\t%lu\t\t%lu\t\t%lu\t\t%" G_GINT64_FORMAT
+		"\t\t%" G_GINT64_FORMAT "\t\t%" G_GINT64_FORMAT
+		"\t\t%" G_GINT64_FORMAT "\t\t%" G_GINT64_FORMAT "\n",
+		ws->name, st.active_count, st.event_count, st.wakeup_count,
+		st.expire_count, st.active_time_ms, st.total_time_ms,
+		st.max_time_ms, st.last_change_ms, st.prevent_suspend_time_ms);
+}
+
+void wakeup_print_stats(const struct wakeup_engine *e, GString *out)
+{
+	g_string_append(out, "name\t\tactive_count\tevent_count\twakeup_count\t"
+			"expire_count\tactive_since\ttotal_time\tmax_time\t"
+			"last_change\tprevent_suspend_time\n");
+	for (GList *l = e->sources.head; l; l = l->next)
+		print_source(out, l->data);
+	print_source(out, &e->deleted);
+}
+
+void wakeup_foreach_source(const struct wakeup_engine *e,
+			   wakeup_source_visit visit, gpointer data)
+{
+	for (GList *l = e->sources.head; l; l = l->next)
+		visit(l->data, data);
+}
