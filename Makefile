@@ -25,7 +25,7 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 
 CORE := clock wakeup wakelock suspend autosleep power backend-simulate
-DAEMON := $(CORE) caps attrs fs log main
+DAEMON := $(CORE) backend-sysfs caps attrs fs log main
 UNIT_TESTS := test-wakeup test-wakelock test-autosleep
 
 core_objs = $(patsubst %,$(BUILD)/%.o,$(CORE))

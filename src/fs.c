@@ -56,6 +56,7 @@ struct pf_fs {
 	guint n_nodes;
 	struct timespec mounted_at;
 	GQueue parked;		/* struct parked: waiting for the core */
+	GQueue answered;	/* struct parked: answered early, core pending */
 	GQueue interrupted;	/* struct parked: to be answered EINTR */
 	guint interrupt_idle;
 	GSourceFunc on_unmounted;
@@ -71,6 +72,8 @@ struct parked {
 	struct open_file *of;
 	size_t size;
 	off_t off;
+	/* A write waiting for the core: its length. */
+	gsize len;
 };
 
 static struct pf_fs *req_fs(fuse_req_t req)
@@ -328,9 +331,46 @@ static void store_done(gssize result, gpointer data)
 {
 	struct parked *p = data;
 
-	g_queue_unlink(&p->fs->parked, &p->link);
-	reply_store(p->req, result);
+	if (p->req) {
+		g_queue_unlink(&p->fs->parked, &p->link);
+		reply_store(p->req, result);
+	} else {
+		g_queue_unlink(&p->fs->answered, &p->link);
+	}
 	g_free(p);
+}
+
+/* Answer every parked request now: blocked reads fail with EINTR (the
+ * caller retries, as after a signal), writes get write_error, or succeed
+ * with their length if it is 0.  The core's late answers are dropped. */
+static void answer_parked(struct pf_fs *fs, int write_error)
+{
+	GList *l;
+
+	while ((l = g_queue_pop_head_link(&fs->parked))) {
+		struct parked *p = l->data;
+
+		if (p->waiter) {
+			wakeup_cancel_wait(p->waiter);
+			fuse_reply_err(p->req, EINTR);
+			g_free(p);
+			continue;
+		}
+		reply_store(p->req, write_error ? -write_error :
+						  (gssize)p->len);
+		p->req = NULL;
+		g_queue_push_tail_link(&fs->answered, &p->link);
+	}
+}
+
+void pf_fs_answer_parked(struct pf_fs *fs)
+{
+	guint n = g_queue_get_length(&fs->parked);
+
+	if (n)
+		g_message("system going to sleep: answering %u waiting "
+			  "request%s", n, n == 1 ? "" : "s");
+	answer_parked(fs, 0);
 }
 
 static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
@@ -361,6 +401,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	p->fs = fs;
 	p->req = req;
 	p->link.data = p;
+	p->len = len;
 	ret = n->attr->store(fs->pw, &caller, text, len, store_done, p);
 	if (fs->debug) {
 		g_autofree char *shown = g_strescape(text, NULL);
@@ -582,6 +623,7 @@ struct pf_fs *pf_fs_mount(struct power *pw, const char *mountpoint,
 	fs->on_unmounted = on_unmounted;
 	fs->on_unmounted_data = data;
 	g_queue_init(&fs->parked);
+	g_queue_init(&fs->answered);
 	g_queue_init(&fs->interrupted);
 	build_nodes(fs);
 
@@ -625,18 +667,11 @@ void pf_fs_unmount(struct pf_fs *fs)
 
 	if (!fs)
 		return;
-	/* Nobody may stay inside a request of a server that is leaving. */
-	while ((l = g_queue_pop_head_link(&fs->parked))) {
-		struct parked *p = l->data;
-
-		if (p->waiter) {
-			wakeup_cancel_wait(p->waiter);
-			fuse_reply_err(p->req, EINTR);
-		} else {
-			fuse_reply_err(p->req, EIO);
-		}
-		g_free(p);
-	}
+	/* Nobody may stay inside a request of a server that is leaving.  The
+	 * core is torn down next and will not answer. */
+	answer_parked(fs, EIO);
+	while ((l = g_queue_pop_head_link(&fs->answered)))
+		g_free(l->data);
 	if (fs->interrupt_idle)
 		g_source_remove(fs->interrupt_idle);
 	answer_interrupted(fs);

@@ -50,7 +50,7 @@ static const GOptionEntry entries[] = {
 	{ "options", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &opt.mount_options,
 	  "FUSE mount options, e.g. allow_other (repeatable)", "OPTS" },
 	{ "backend", 0, 0, G_OPTION_ARG_STRING, &opt.backend,
-	  "How to suspend: simulate (default)", "NAME" },
+	  "How to suspend: simulate (default) or sysfs:DIR", "NAME" },
 	{ "simulate-sleep-ms", 0, 0, G_OPTION_ARG_INT, &opt.simulate_sleep_ms,
 	  "Length of a simulated suspend; a wakeup event ends it early "
 	  "(default 1000)", "N" },
@@ -107,10 +107,28 @@ static guint parse_states(const char *list)
 	return states;
 }
 
-static struct backend *make_backend(struct pf_clock *clock)
+static struct backend *make_backend(struct pf_clock *clock,
+				    const char *mountpoint)
 {
 	const char *name = opt.backend ? opt.backend : "simulate";
+	g_autoptr(GError) error = NULL;
 
+	if (g_str_has_prefix(name, "sysfs:")) {
+		const char *dir = name + strlen("sysfs:");
+		g_autofree char *real = realpath(dir, NULL);
+		struct backend *be;
+
+		if (!real)
+			usage_error("--backend=sysfs: %s: %s", dir,
+				    g_strerror(errno));
+		if (!strcmp(real, mountpoint))
+			usage_error("--backend=sysfs: %s is the mount point "
+				    "itself (a loop)", dir);
+		be = backend_sysfs_new(real, &error);
+		if (!be)
+			usage_error("--backend=sysfs: %s", error->message);
+		return be;
+	}
 	if (!strcmp(name, "simulate"))
 		return backend_simulate_new(
 			clock, opt.simulate_sleep_ms,
@@ -262,7 +280,7 @@ int main(int argc, char **argv)
 		.wakelock_gc_seconds = opt.wakelock_gc_seconds,
 		.check_capability = !opt.no_capability_check,
 	};
-	pw = power_new(clock, make_backend(clock), &popts);
+	pw = power_new(clock, make_backend(clock, mountpoint), &popts);
 
 	if (!opt.foreground)
 		ready_fd = daemonize();
@@ -280,6 +298,8 @@ int main(int argc, char **argv)
 		power_free(pw);
 		return EXIT_USAGE;
 	}
+	suspend_set_sleep_hook(pw->suspend, (wakeup_func)pf_fs_answer_parked,
+			       fs);
 	if (!opt.foreground)
 		pf_log_setup(opt.debug, TRUE);
 	report_ready(ready_fd);

@@ -25,6 +25,10 @@ struct suspend {
 	backend_done_func done;
 	gpointer done_data;
 	struct suspend_stats stats;
+	struct backend_listener listener;
+	gboolean external_sleep;	/* started by someone else */
+	wakeup_func sleep_hook;
+	gpointer sleep_hook_data;
 };
 
 static const char *const state_labels[PM_NR_STATES] = {
@@ -40,6 +44,37 @@ const char *pm_state_label(enum pm_state state)
 						       NULL;
 }
 
+static void system_sleeping(gpointer data)
+{
+	struct suspend *s = data;
+
+	if (!s->sleeping) {
+		s->external_sleep = TRUE;
+		g_message("the system is going to sleep");
+	}
+	if (s->sleep_hook)
+		s->sleep_hook(s->sleep_hook_data);
+}
+
+static void system_resumed(gpointer data)
+{
+	struct suspend *s = data;
+
+	/* Our own suspends are counted when the backend answers. */
+	if (s->external_sleep) {
+		s->external_sleep = FALSE;
+		s->stats.success++;
+		g_message("the system resumed");
+	}
+}
+
+void suspend_set_sleep_hook(struct suspend *s, wakeup_func func,
+			    gpointer data)
+{
+	s->sleep_hook = func;
+	s->sleep_hook_data = data;
+}
+
 struct suspend *suspend_new(struct wakeup_engine *engine,
 			    struct backend *backend)
 {
@@ -50,6 +85,9 @@ struct suspend *suspend_new(struct wakeup_engine *engine,
 	g_queue_init(&s->lock_queue);
 	s->stats.last_failed_dev = "";
 	s->stats.last_failed_step = "";
+	s->listener = (struct backend_listener){ system_sleeping,
+						 system_resumed, s };
+	backend->listener = &s->listener;
 	return s;
 }
 
@@ -62,6 +100,7 @@ void suspend_free(struct suspend *s)
 	g_queue_clear_full(&s->lock_queue, g_free);
 	if (s->sleeping)
 		wakeup_set_event_hook(s->engine, NULL, NULL);
+	s->backend->listener = NULL;
 	g_free(s);
 }
 

@@ -27,6 +27,17 @@ const char *pm_state_label(enum pm_state state);
 typedef void (*backend_done_func)(int error, gpointer data);
 
 struct backend;
+
+/* How a backend tells the core about sleeps it sees, whoever started them
+ * (logind announces every sleep of the host). */
+struct backend_listener {
+	/* The system is about to sleep. */
+	void (*sleeping)(gpointer data);
+	/* It resumed. */
+	void (*resumed)(gpointer data);
+	gpointer data;
+};
+
 struct backend_ops {
 	const char *name;
 	/* Bit mask of PM_STATE_BIT(state) the system can enter. */
@@ -41,10 +52,15 @@ struct backend_ops {
 
 struct backend {
 	const struct backend_ops *ops;
+	const struct backend_listener *listener;	/* set by the core */
 };
 
 /* Pretends to sleep for sleep_ms (a wake() ends it early). */
 struct backend *backend_simulate_new(struct pf_clock *clock, guint sleep_ms,
 				     guint states);
+
+/* Writes the state to DIR/state (a host's /sys/power, or another powerfs).
+ * NULL and error if DIR/state cannot be read. */
+struct backend *backend_sysfs_new(const char *dir, GError **error);
 
 #endif

@@ -15,6 +15,10 @@ struct pf_fs *pf_fs_mount(struct power *pw, const char *mountpoint,
 			  const char *mount_options, gboolean debug,
 			  GSourceFunc on_unmounted, gpointer data,
 			  GError **error);
+/* Answers every parked request now (the system is going to sleep): pending
+ * writes succeed, blocked readers get EINTR. */
+void pf_fs_answer_parked(struct pf_fs *fs);
+
 /* Fails every parked request (blocked readers get EINTR, pending writes EIO),
  * unmounts and frees. */
 void pf_fs_unmount(struct pf_fs *fs);

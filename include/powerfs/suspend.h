@@ -51,4 +51,10 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 
 const struct suspend_stats *suspend_get_stats(const struct suspend *s);
 
+/* func runs when the backend reports that the system is about to sleep
+ * (whoever started it): the file system answers its parked requests then,
+ * so no client is inside a request while the host freezes its tasks. */
+void suspend_set_sleep_hook(struct suspend *s, wakeup_func func,
+			    gpointer data);
+
 #endif
