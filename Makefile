@@ -25,7 +25,7 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 
 CORE := clock wakeup wakelock suspend autosleep power backend-simulate
-DAEMON := $(CORE) backend-sysfs caps attrs fs log main
+DAEMON := $(CORE) backend-sysfs backend-logind caps attrs fs log main
 UNIT_TESTS := test-wakeup test-wakelock test-autosleep
 
 core_objs = $(patsubst %,$(BUILD)/%.o,$(CORE))
@@ -34,7 +34,7 @@ daemon_objs = $(patsubst %,$(BUILD)/%.o,$(DAEMON))
 all: powerfs
 
 powerfs: $(BUILD)/powerfs
-	cp $< $@
+	cp -f $< $@
 
 $(BUILD)/powerfs: $(daemon_objs)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)

@@ -35,8 +35,11 @@ static struct {
 	gint wakelock_limit;
 	gint wakelock_gc_seconds;
 	gboolean no_capability_check;
+	gint suspend_timeout;
+	gboolean inhibit_sleep;
 	gchar **args;
 } opt = {
+	.suspend_timeout = 30,
 	.simulate_sleep_ms = 1000,
 	.wakelock_limit = 100,
 	.wakelock_gc_seconds = 300,
@@ -50,7 +53,13 @@ static const GOptionEntry entries[] = {
 	{ "options", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &opt.mount_options,
 	  "FUSE mount options, e.g. allow_other (repeatable)", "OPTS" },
 	{ "backend", 0, 0, G_OPTION_ARG_STRING, &opt.backend,
-	  "How to suspend: simulate (default) or sysfs:DIR", "NAME" },
+	  "How to suspend: simulate (default), logind or sysfs:DIR", "NAME" },
+	{ "suspend-timeout", 0, 0, G_OPTION_ARG_INT, &opt.suspend_timeout,
+	  "logind: fail a suspend with EBUSY if the sleep has not begun "
+	  "after this long (default 30)", "SECONDS" },
+	{ "inhibit-sleep", 0, 0, G_OPTION_ARG_NONE, &opt.inhibit_sleep,
+	  "logind: hold a block inhibitor while any wakeup source is active",
+	  NULL },
 	{ "simulate-sleep-ms", 0, 0, G_OPTION_ARG_INT, &opt.simulate_sleep_ms,
 	  "Length of a simulated suspend; a wakeup event ends it early "
 	  "(default 1000)", "N" },
@@ -70,11 +79,25 @@ static const GOptionEntry entries[] = {
 	{ "version", 0, 0, G_OPTION_ARG_NONE, &opt.version,
 	  "Print the version and exit", NULL },
 	{ G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &opt.args,
-	  NULL, "MOUNTPOINT" },
+	  NULL, NULL },
 	{ NULL }
 };
 
-static G_GNUC_PRINTF(1, 2) void usage_error(const char *fmt, ...)
+/* Without -f: the pipe to the parent waiting for our verdict. */
+static int ready_fd = -1;
+
+static void report_status(guchar status)
+{
+	if (ready_fd < 0)
+		return;
+	if (write(ready_fd, &status, 1) != 1)
+		perror("powerfs: reporting to the parent");
+	close(ready_fd);
+	ready_fd = -1;
+}
+
+/* One line on stderr, then exit with code (reported to a waiting parent). */
+static G_GNUC_PRINTF(2, 3) void fail(int code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -82,9 +105,12 @@ static G_GNUC_PRINTF(1, 2) void usage_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fputs(" (see powerfs --help)\n", stderr);
-	exit(EXIT_USAGE);
+	fputc('\n', stderr);
+	report_status(code);
+	exit(code);
 }
+
+#define usage_error(...) fail(EXIT_USAGE, __VA_ARGS__)
 
 static guint parse_states(const char *list)
 {
@@ -129,6 +155,16 @@ static struct backend *make_backend(struct pf_clock *clock,
 			usage_error("--backend=sysfs: %s", error->message);
 		return be;
 	}
+	if (!strcmp(name, "logind")) {
+		struct backend *be = backend_logind_new(
+			clock, opt.suspend_timeout, &error);
+
+		if (!be)
+			fail(1, "%s", error->message);
+		return be;
+	}
+	if (opt.inhibit_sleep)
+		usage_error("--inhibit-sleep needs --backend=logind");
 	if (!strcmp(name, "simulate"))
 		return backend_simulate_new(
 			clock, opt.simulate_sleep_ms,
@@ -195,12 +231,15 @@ static void parse_options(int *argc, char ***argv)
 		usage_error("--simulate-sleep-ms must be 0 or more");
 	if (opt.wakelock_limit < 0)
 		usage_error("--wakelock-limit must be 0 or more");
+	if (opt.suspend_timeout <= 0)
+		usage_error("--suspend-timeout must be 1 or more");
 	if (opt.wakelock_gc_seconds < 0)
 		usage_error("--wakelock-gc-seconds must be 0 or more");
 }
 
-/* Fork; the parent waits for the child's verdict and exits with it. */
-static int daemonize(void)
+/* Fork; the parent waits for the child's verdict and exits with it.  This
+ * happens before any thread exists (GDBus starts one). */
+static void daemonize(void)
 {
 	int fds[2];
 	pid_t pid;
@@ -218,19 +257,16 @@ static int daemonize(void)
 	}
 	close(fds[0]);
 	setsid();
-	return fds[1];
+	ready_fd = fds[1];
 }
 
-static void report_ready(int fd)
+static void report_ready(void)
 {
-	guchar ok = 0;
 	int null;
 
-	if (fd < 0)
+	if (ready_fd < 0)
 		return;
-	if (write(fd, &ok, 1) != 1)
-		g_warning("cannot report to the parent process");
-	close(fd);
+	report_status(0);
 	if (chdir("/") < 0)
 		g_warning("chdir /: %s", g_strerror(errno));
 	null = open("/dev/null", O_RDWR);
@@ -241,6 +277,16 @@ static void report_ready(int fd)
 		if (null > 2)
 			close(null);
 	}
+}
+
+/* --inhibit-sleep: while a wakeup source is active, logind may not sleep. */
+static void block_sleep_while_active(gpointer data)
+{
+	struct power *pw = data;
+	const struct wakeup_source *ws = wakeup_first_active(pw->engine);
+
+	backend_logind_block_sleep(pw->backend,
+				   ws ? wakeup_source_name(ws) : NULL);
 }
 
 static gboolean quit_on_signal(gpointer loop)
@@ -266,7 +312,6 @@ int main(int argc, char **argv)
 	struct pf_clock *clock;
 	struct power *pw;
 	struct pf_fs *fs;
-	int ready_fd = -1;
 
 	parse_options(&argc, &argv);
 	pf_log_setup(opt.debug, FALSE);
@@ -274,6 +319,8 @@ int main(int argc, char **argv)
 	mount_options = opt.mount_options ?
 				g_strjoinv(",", opt.mount_options) : NULL;
 
+	if (!opt.foreground)
+		daemonize();
 	clock = pf_clock_new_monotonic();
 	popts = (struct power_options){
 		.wakelock_limit = opt.wakelock_limit,
@@ -281,28 +328,22 @@ int main(int argc, char **argv)
 		.check_capability = !opt.no_capability_check,
 	};
 	pw = power_new(clock, make_backend(clock, mountpoint), &popts);
+	if (opt.inhibit_sleep)
+		wakeup_set_activity_hook(pw->engine, block_sleep_while_active,
+					 pw);
 
-	if (!opt.foreground)
-		ready_fd = daemonize();
 	loop = g_main_loop_new(NULL, FALSE);
 	fs = pf_fs_mount(pw, mountpoint, mount_options, opt.debug,
 			 quit_on_unmount, loop, &error);
 	if (!fs) {
-		fprintf(stderr, "powerfs: %s\n", error->message);
-		if (ready_fd >= 0) {
-			guchar code = EXIT_USAGE;
-
-			if (write(ready_fd, &code, 1) != 1)
-				perror("powerfs");
-		}
 		power_free(pw);
-		return EXIT_USAGE;
+		fail(EXIT_USAGE, "%s", error->message);
 	}
 	suspend_set_sleep_hook(pw->suspend, (wakeup_func)pf_fs_answer_parked,
 			       fs);
 	if (!opt.foreground)
 		pf_log_setup(opt.debug, TRUE);
-	report_ready(ready_fd);
+	report_ready();
 
 	g_unix_signal_add(SIGTERM, quit_on_signal, loop);
 	g_unix_signal_add(SIGINT, quit_on_signal, loop);

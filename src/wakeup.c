@@ -17,6 +17,7 @@ struct wakeup_source {
 	struct wakeup_engine *engine;
 	char *name;
 	GList link;		/* in engine->sources, newest first */
+	guint id;		/* lowest free at registration (IDA) */
 	GSequenceIter *timer_node;	/* in engine->timeouts, if armed */
 	gint64 timer_expires;	/* 0 = no timeout armed */
 	gint64 total_time, max_time, last_time;
@@ -36,6 +37,8 @@ struct wakeup_waiter {
 struct wakeup_engine {
 	struct pf_clock *clock;
 	GQueue sources;
+	GHashTable *by_id;	/* id -> source (/sys/class/wakeup/wakeupN) */
+	guint id_hint;		/* every id below it is taken */
 	struct wakeup_source deleted;	/* statistics of removed sources */
 	guint registered;	/* completed events */
 	guint in_progress;	/* active sources */
@@ -48,6 +51,8 @@ struct wakeup_engine {
 	struct pf_timer *waiter_timer;
 	wakeup_func event_hook;
 	gpointer event_hook_data;
+	wakeup_func activity_hook;
+	gpointer activity_hook_data;
 };
 
 static void timeouts_expire(gpointer data);
@@ -60,6 +65,7 @@ struct wakeup_engine *wakeup_engine_new(struct pf_clock *clock)
 	e->clock = clock;
 	g_queue_init(&e->sources);
 	g_queue_init(&e->waiters);
+	e->by_id = g_hash_table_new(g_direct_hash, g_direct_equal);
 	e->deleted.engine = e;
 	e->deleted.name = g_strdup("deleted");
 	e->timeouts = g_sequence_new(NULL);
@@ -79,6 +85,7 @@ void wakeup_engine_free(struct wakeup_engine *e)
 	while ((l = g_queue_peek_head_link(&e->waiters)))
 		wakeup_cancel_wait(l->data);
 	g_sequence_free(e->timeouts);
+	g_hash_table_destroy(e->by_id);
 	pf_timer_free(e->timeout_timer);
 	pf_timer_free(e->waiter_timer);
 	g_free(e->deleted.name);
@@ -95,6 +102,12 @@ struct wakeup_source *wakeup_source_register(struct wakeup_engine *e,
 	ws->link.data = ws;
 	ws->last_time = pf_clock_now(e->clock);
 	g_queue_push_head_link(&e->sources, &ws->link);
+	/* The kernel's IDA hands out the lowest free number. */
+	ws->id = e->id_hint;
+	while (g_hash_table_contains(e->by_id, GUINT_TO_POINTER(ws->id)))
+		ws->id++;
+	e->id_hint = ws->id + 1;
+	g_hash_table_insert(e->by_id, GUINT_TO_POINTER(ws->id), ws);
 	return ws;
 }
 
@@ -123,6 +136,8 @@ void wakeup_source_unregister(struct wakeup_source *ws)
 	wakeup_source_relax(ws);
 	record_deleted(e, ws);
 	g_queue_unlink(&e->sources, &ws->link);
+	g_hash_table_remove(e->by_id, GUINT_TO_POINTER(ws->id));
+	e->id_hint = MIN(e->id_hint, ws->id);
 	g_free(ws->name);
 	g_free(ws);
 }
@@ -130,6 +145,17 @@ void wakeup_source_unregister(struct wakeup_source *ws)
 const char *wakeup_source_name(const struct wakeup_source *ws)
 {
 	return ws->name;
+}
+
+guint wakeup_source_id(const struct wakeup_source *ws)
+{
+	return ws->id;
+}
+
+struct wakeup_source *wakeup_source_by_id(const struct wakeup_engine *e,
+					  guint id)
+{
+	return g_hash_table_lookup(e->by_id, GUINT_TO_POINTER(id));
 }
 
 gboolean wakeup_source_active(const struct wakeup_source *ws)
@@ -203,7 +229,8 @@ static void source_activate(struct wakeup_source *ws)
 	ws->last_time = pf_clock_now(e->clock);
 	if (e->autosleep)
 		ws->start_prevent_time = ws->last_time;
-	e->in_progress++;
+	if (e->in_progress++ == 0 && e->activity_hook)
+		e->activity_hook(e->activity_hook_data);
 }
 
 static void source_deactivate(struct wakeup_source *ws)
@@ -223,8 +250,11 @@ static void source_deactivate(struct wakeup_source *ws)
 		ws->prevent_sleep_time += now - ws->start_prevent_time;
 	/* One event completed: it is registered and no longer in progress. */
 	e->registered++;
-	if (--e->in_progress == 0)
+	if (--e->in_progress == 0) {
 		wake_waiters_later(e);
+		if (e->activity_hook)
+			e->activity_hook(e->activity_hook_data);
+	}
 }
 
 static void report_event(struct wakeup_source *ws)
@@ -384,6 +414,22 @@ void wakeup_set_event_hook(struct wakeup_engine *e, wakeup_func func,
 {
 	e->event_hook = func;
 	e->event_hook_data = data;
+}
+
+void wakeup_set_activity_hook(struct wakeup_engine *e, wakeup_func func,
+			      gpointer data)
+{
+	e->activity_hook = func;
+	e->activity_hook_data = data;
+}
+
+const struct wakeup_source *wakeup_first_active(
+	const struct wakeup_engine *e)
+{
+	for (GList *l = e->sources.head; l; l = l->next)
+		if (((struct wakeup_source *)l->data)->active)
+			return l->data;
+	return NULL;
 }
 
 static gint64 to_ms(gint64 us)

@@ -26,6 +26,12 @@ struct wakeup_source *wakeup_source_register(struct wakeup_engine *engine,
 void wakeup_source_unregister(struct wakeup_source *ws);
 
 const char *wakeup_source_name(const struct wakeup_source *ws);
+/* The source's number, the lowest free at registration and free again once
+ * it is unregistered (the N of /sys/class/wakeup/wakeupN). */
+guint wakeup_source_id(const struct wakeup_source *ws);
+/* The registered source with that number, or NULL. */
+struct wakeup_source *wakeup_source_by_id(const struct wakeup_engine *engine,
+					  guint id);
 gboolean wakeup_source_active(const struct wakeup_source *ws);
 /* Monotonic time of the last activation or deactivation (or creation). */
 gint64 wakeup_source_last_change(const struct wakeup_source *ws);
@@ -66,6 +72,14 @@ void wakeup_cancel_wait(struct wakeup_waiter *waiter);
  * simulated suspend early).  NULL removes the hook. */
 void wakeup_set_event_hook(struct wakeup_engine *engine, wakeup_func func,
 			   gpointer data);
+
+/* Called synchronously whenever the number of active sources changes
+ * between zero and non-zero.  NULL removes the hook. */
+void wakeup_set_activity_hook(struct wakeup_engine *engine, wakeup_func func,
+			      gpointer data);
+/* The newest active source, or NULL. */
+const struct wakeup_source *wakeup_first_active(
+	const struct wakeup_engine *engine);
 
 /* The debugfs wakeup_sources table, newest source first, "deleted" last. */
 void wakeup_print_stats(const struct wakeup_engine *engine, GString *out);
