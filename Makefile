@@ -2,12 +2,13 @@
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man
+UNITDIR ?= /lib/systemd/system
 DESTDIR ?=
 PYTHON ?= /usr/bin/python3
 VERSION := 0.1.0
 
 CC ?= gcc
-PKGS := fuse3 glib-2.0 gio-2.0 gio-unix-2.0
+PKGS := fuse3 glib-2.0 gio-2.0 gio-unix-2.0 libsystemd
 CFLAGS ?= -O2 -g
 WARN := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CPPFLAGS += -D_GNU_SOURCE -DG_LOG_DOMAIN='"powerfs"' -DPOWERFS_VERSION='"$(VERSION)"' -Iinclude
@@ -68,6 +69,9 @@ run: deps
 install: powerfs
 	install -D -m 0755 powerfs $(DESTDIR)$(BINDIR)/powerfs
 	install -D -m 0644 powerfs.1 $(DESTDIR)$(MANDIR)/man1/powerfs.1
+	mkdir -p $(DESTDIR)$(UNITDIR)
+	sed 's|@BINDIR@|$(BINDIR)|g' dist/powerfs.service.in > $(DESTDIR)$(UNITDIR)/powerfs.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/powerfs.service
 
 clean:
 	rm -rf build powerfs

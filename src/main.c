@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <gio/gio.h>
 #include <glib-unix.h>
+#include <systemd/sd-daemon.h>
 
 #include "powerfs/fs.h"
 #include "powerfs/log.h"
@@ -344,11 +345,14 @@ int main(int argc, char **argv)
 	if (!opt.foreground)
 		pf_log_setup(opt.debug, TRUE);
 	report_ready();
+	/* Under systemd (Type=notify): the mount is live now. */
+	sd_notifyf(0, "READY=1\nSTATUS=serving %s", mountpoint);
 
 	g_unix_signal_add(SIGTERM, quit_on_signal, loop);
 	g_unix_signal_add(SIGINT, quit_on_signal, loop);
 	g_unix_signal_add(SIGHUP, quit_on_signal, loop);
 	g_main_loop_run(loop);
+	sd_notify(0, "STOPPING=1");
 
 	pf_fs_unmount(fs);
 	power_free(pw);
