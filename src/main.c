@@ -19,6 +19,7 @@
 #include <glib-unix.h>
 #include <systemd/sd-daemon.h>
 
+#include "powerfs/class-wakeup.h"
 #include "powerfs/fs.h"
 #include "powerfs/log.h"
 #include "powerfs/power.h"
@@ -38,6 +39,7 @@ static struct {
 	gboolean no_capability_check;
 	gint suspend_timeout;
 	gboolean inhibit_sleep;
+	gchar *class_wakeup;
 	gchar **args;
 } opt = {
 	.suspend_timeout = 30,
@@ -77,6 +79,8 @@ static const GOptionEntry entries[] = {
 	  &opt.no_capability_check,
 	  "Let any writer the file modes allow use wake_lock and wake_unlock "
 	  "(no CAP_BLOCK_SUSPEND needed)", NULL },
+	{ "class-wakeup", 0, 0, G_OPTION_ARG_FILENAME, &opt.class_wakeup,
+	  "Also serve /sys/class/wakeup-style statistics on DIR", "DIR" },
 	{ "version", 0, 0, G_OPTION_ARG_NONE, &opt.version,
 	  "Print the version and exit", NULL },
 	{ G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &opt.args,
@@ -205,6 +209,26 @@ static char *check_mountpoint(const char *path)
 	return real;
 }
 
+/* --class-wakeup=DIR: a mount point like the main one, neither inside nor
+ * above it (mounting inside our own mount would wait for ourselves). */
+static gboolean path_within(const char *path, const char *dir)
+{
+	gsize n = strlen(dir);
+
+	return !strncmp(path, dir, n) &&
+	       (path[n] == '\0' || path[n] == '/' || dir[n - 1] == '/');
+}
+
+static char *check_class_wakeup_dir(const char *path, const char *mountpoint)
+{
+	char *real = check_mountpoint(path);
+
+	if (path_within(real, mountpoint) || path_within(mountpoint, real))
+		usage_error("--class-wakeup: cannot mount on %s: it overlaps "
+			    "the mount point %s", path, mountpoint);
+	return real;
+}
+
 static void parse_options(int *argc, char ***argv)
 {
 	g_autoptr(GOptionContext) ctx = g_option_context_new("MOUNTPOINT");
@@ -309,6 +333,8 @@ int main(int argc, char **argv)
 	g_autoptr(GMainLoop) loop = NULL;
 	g_autofree char *mountpoint = NULL;
 	g_autofree char *mount_options = NULL;
+	g_autofree char *class_wakeup_dir = NULL;
+	struct pf_class_wakeup *cw = NULL;
 	struct power_options popts;
 	struct pf_clock *clock;
 	struct power *pw;
@@ -317,11 +343,18 @@ int main(int argc, char **argv)
 	parse_options(&argc, &argv);
 	pf_log_setup(opt.debug, FALSE);
 	mountpoint = check_mountpoint(opt.args[0]);
+	if (opt.class_wakeup)
+		class_wakeup_dir = check_class_wakeup_dir(opt.class_wakeup,
+							  mountpoint);
 	mount_options = opt.mount_options ?
 				g_strjoinv(",", opt.mount_options) : NULL;
 
-	if (!opt.foreground)
+	if (!opt.foreground) {
 		daemonize();
+		/* Errors that stop the start still reach the terminal
+		 * through fail(); the rest goes where a daemon's logs go. */
+		pf_log_setup(opt.debug, TRUE);
+	}
 	clock = pf_clock_new_monotonic();
 	popts = (struct power_options){
 		.wakelock_limit = opt.wakelock_limit,
@@ -340,10 +373,17 @@ int main(int argc, char **argv)
 		power_free(pw);
 		fail(EXIT_USAGE, "%s", error->message);
 	}
+	if (class_wakeup_dir) {
+		cw = pf_class_wakeup_mount(pw->engine, class_wakeup_dir,
+					   mount_options, &error);
+		if (!cw) {
+			pf_fs_unmount(fs);
+			power_free(pw);
+			fail(EXIT_USAGE, "%s", error->message);
+		}
+	}
 	suspend_set_sleep_hook(pw->suspend, (wakeup_func)pf_fs_answer_parked,
 			       fs);
-	if (!opt.foreground)
-		pf_log_setup(opt.debug, TRUE);
 	report_ready();
 	/* Under systemd (Type=notify): the mount is live now. */
 	sd_notifyf(0, "READY=1\nSTATUS=serving %s", mountpoint);
@@ -354,11 +394,13 @@ int main(int argc, char **argv)
 	g_main_loop_run(loop);
 	sd_notify(0, "STOPPING=1");
 
+	pf_class_wakeup_unmount(cw);
 	pf_fs_unmount(fs);
 	power_free(pw);
 	g_strfreev(opt.mount_options);
 	g_strfreev(opt.args);
 	g_free(opt.backend);
+	g_free(opt.class_wakeup);
 	g_free(opt.simulate_states);
 	g_message("exiting");
 	return 0;
