@@ -15,6 +15,8 @@
 #include "powerfs/autosleep.h"
 
 #define UNKNOWN_WAKEUP_PAUSE_US (G_USEC_PER_SEC / 2)
+#define MIN_BACKOFF_US (G_USEC_PER_SEC / 2)
+#define MAX_BACKOFF_US (60 * G_USEC_PER_SEC)
 
 struct autosleep {
 	struct wakeup_engine *engine;
@@ -26,6 +28,7 @@ struct autosleep {
 	struct wakeup_waiter *idle_wait;
 	struct pf_timer *pause;
 	guint initial_count;
+	gint64 backoff_us;	/* after a backend failure; 0 after success */
 };
 
 struct set_request {
@@ -43,20 +46,51 @@ static void cycle_end(struct autosleep *as)
 	queue_up_cycle(as);
 }
 
-static void cycle_resumed(int error, gpointer data)
+static void pause_then_retry(struct autosleep *as, gint64 pause_us)
 {
-	struct autosleep *as = data;
+	pf_timer_arm(as->pause, pf_clock_now(as->clock) + pause_us);
+}
+
+/* The backend failed: retry after a pause that doubles from 0.5 s to 60 s,
+ * so a broken backend is neither hammered nor given up on.  Each failure is
+ * logged once, with the pause it starts. */
+static void back_off(struct autosleep *as, int error)
+{
+	as->backoff_us = as->backoff_us ?
+		MIN(as->backoff_us * 2, MAX_BACKOFF_US) : MIN_BACKOFF_US;
+	g_warning("autosleep: suspend failed (%s), next attempt in %.1f s",
+		  g_strerror(-error), as->backoff_us / (double)G_USEC_PER_SEC);
+	pause_then_retry(as, as->backoff_us);
+}
+
+static void cycle_done(struct autosleep *as, int error, gboolean backend)
+{
 	guint final_count;
 
-	(void)error;	/* counted in suspend_stats */
 	suspend_unlock(as->suspend);
+	if (as->state == PM_ON) {
+		cycle_end(as);
+		return;
+	}
+	if (backend && error) {
+		back_off(as, error);
+		return;
+	}
+	if (backend)
+		as->backoff_us = 0;
+	/* Came back without any registered event: a wakeup of unknown cause.
+	 * Do not spin on it. */
 	if (wakeup_get_count(as->engine, &final_count) &&
-	    final_count == as->initial_count && as->state != PM_ON) {
-		pf_timer_arm(as->pause, pf_clock_now(as->clock) +
-						UNKNOWN_WAKEUP_PAUSE_US);
+	    final_count == as->initial_count) {
+		pause_then_retry(as, UNKNOWN_WAKEUP_PAUSE_US);
 		return;
 	}
 	cycle_end(as);
+}
+
+static void cycle_resumed(int error, gpointer data)
+{
+	cycle_done(data, error, TRUE);
 }
 
 static void cycle_locked(gpointer data)
@@ -76,8 +110,10 @@ static void cycle_locked(gpointer data)
 		return;
 	}
 	ret = suspend_enter(as->suspend, as->state, cycle_resumed, as);
+	/* At once, -EBUSY is a wakeup event that came in time (no sleep, no
+	 * back-off); anything else is the backend failing before sleeping. */
 	if (ret != PF_PENDING)
-		cycle_resumed(ret, as);
+		cycle_done(as, ret, ret != -EBUSY);
 }
 
 static void cycle_idle(gpointer data)

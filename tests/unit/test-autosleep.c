@@ -622,11 +622,111 @@ static void test_enter_stale_handshake(void)
 	power_teardown(pw);
 }
 
+/* A backend whose suspends fail with -EIO while "broken", else succeed at
+ * once; it records when it was called. */
+struct flaky {
+	struct backend base;
+	struct pf_clock *clock;
+	gboolean broken;
+	GArray *calls;		/* gint64 times */
+};
+
+static guint flaky_states(struct backend *be)
+{
+	(void)be;
+	return PM_STATE_BIT(PM_MEM);
+}
+
+static int flaky_suspend(struct backend *be, enum pm_state state,
+			 backend_done_func done, gpointer data)
+{
+	struct flaky *f = (struct flaky *)be;
+	gint64 now = pf_clock_now(f->clock);
+
+	(void)state;
+	g_array_append_val(f->calls, now);
+	if (f->broken)
+		return -EIO;
+	done(0, data);	/* instant resume (allowed for a test backend) */
+	return PF_PENDING;
+}
+
+static void flaky_free(struct backend *be)
+{
+	struct flaky *f = (struct flaky *)be;
+
+	g_array_free(f->calls, TRUE);
+	g_free(f);
+}
+
+static const struct backend_ops flaky_ops = {
+	.name = "flaky",
+	.states = flaky_states,
+	.suspend = flaky_suspend,
+	.free = flaky_free,
+};
+
+static gint64 call_at(struct flaky *f, guint i)
+{
+	g_assert_cmpuint(i, <, f->calls->len);
+	return g_array_index(f->calls, gint64, i) - T0;
+}
+
+/* Backend failures: retried after 0.5, 1, 2, 4 ... s, capped at 60 s; a
+ * success resets the back-off; failures count in suspend_stats. */
+static void test_backoff(void)
+{
+	struct pf_clock *clock = pf_clock_new_fake(T0);
+	struct flaky *f = g_new0(struct flaky, 1);
+	struct power_options opts = { 100, 300, FALSE };
+	struct power *pw;
+	gint64 expect = 0, pause = MS(500);
+
+	f->base.ops = &flaky_ops;
+	f->clock = clock;
+	f->broken = TRUE;
+	f->calls = g_array_new(FALSE, FALSE, sizeof(gint64));
+	/* Each failure logs a warning, by design. */
+	g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
+	pw = power_new(clock, &f->base, &opts);
+	set_now(pw, PM_MEM);
+	for (guint i = 0; i < 10; i++) {
+		at(pw, expect);
+		g_assert_cmpuint(f->calls->len, ==, i + 1);
+		g_assert_cmpint(call_at(f, i), ==, expect);
+		expect += pause;
+		pause = MIN(pause * 2, MS(60000));
+	}
+	/* 0.5+1+2+...+64 capped: the 9th and 10th pauses are 60 s. */
+	g_assert_cmpint(call_at(f, 9) - call_at(f, 8), ==, MS(60000));
+	g_assert_cmpint(suspend_get_stats(pw->suspend)->fail, ==, 10);
+	g_assert_cmpint(suspend_get_stats(pw->suspend)->failed_suspend, ==, 10);
+	g_assert_cmpint(suspend_get_stats(pw->suspend)->last_failed_errno, ==,
+			-EIO);
+	g_assert_cmpstr(suspend_get_stats(pw->suspend)->last_failed_step, ==,
+			"suspend");
+	/* Repaired: the next attempt succeeds, and after it the usual 0.5 s
+	 * unknown-wakeup pause applies, not the back-off. */
+	f->broken = FALSE;
+	at(pw, expect);
+	g_assert_cmpuint(f->calls->len, ==, 11);
+	f->broken = TRUE;
+	at(pw, expect + MS(500));
+	g_assert_cmpuint(f->calls->len, ==, 12);
+	/* ... and a new failure starts again from 0.5 s. */
+	at(pw, expect + MS(1000));
+	g_assert_cmpuint(f->calls->len, ==, 13);
+	power_teardown(pw);
+	g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_WARNING |
+			       G_LOG_LEVEL_CRITICAL);
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
 	g_test_add_func("/autosleep/enable-suspends", test_enable_suspends);
 	g_test_add_func("/autosleep/freeze", test_freeze);
+	g_test_add_func("/autosleep/backoff", test_backoff);
 	g_test_add_func("/autosleep/wakelock-blocks", test_wakelock_blocks);
 	g_test_add_func("/autosleep/event-during-suspend",
 			test_event_during_suspend);
