@@ -1185,6 +1185,83 @@ static void test_get_stats(void)
 	fixture_fini(&f);
 }
 
+/* Ids come from the lowest free number, like the kernel's IDA, and are
+ * free again once the source is unregistered. */
+static void test_ids(void)
+{
+	struct fixture f;
+	struct wakeup_source *a, *b, *c, *d, *e;
+
+	fixture_init(&f);
+	g_assert_null(wakeup_source_by_id(f.engine, 0));
+	a = reg(&f, "a");
+	b = reg(&f, "b");
+	c = reg(&f, "c");
+	g_assert_cmpuint(wakeup_source_id(a), ==, 0);
+	g_assert_cmpuint(wakeup_source_id(b), ==, 1);
+	g_assert_cmpuint(wakeup_source_id(c), ==, 2);
+	g_assert_true(wakeup_source_by_id(f.engine, 0) == a);
+	g_assert_true(wakeup_source_by_id(f.engine, 1) == b);
+	g_assert_true(wakeup_source_by_id(f.engine, 2) == c);
+	g_assert_null(wakeup_source_by_id(f.engine, 3));
+
+	/* The lowest hole is filled first, then the next one up. */
+	wakeup_source_unregister(c);
+	wakeup_source_unregister(a);
+	g_assert_null(wakeup_source_by_id(f.engine, 0));
+	g_assert_null(wakeup_source_by_id(f.engine, 2));
+	g_assert_true(wakeup_source_by_id(f.engine, 1) == b);
+	d = reg(&f, "d");
+	g_assert_cmpuint(wakeup_source_id(d), ==, 0);
+	e = reg(&f, "e");
+	g_assert_cmpuint(wakeup_source_id(e), ==, 2);
+	g_assert_true(wakeup_source_by_id(f.engine, 2) == e);
+	wakeup_source_unregister(e);
+	e = reg(&f, "e2");
+	g_assert_cmpuint(wakeup_source_id(e), ==, 2);
+	c = reg(&f, "c2");
+	g_assert_cmpuint(wakeup_source_id(c), ==, 3);
+
+	/* Activity does not change ids. */
+	wakeup_source_stay_awake(b);
+	wakeup_source_relax(b);
+	g_assert_cmpuint(wakeup_source_id(b), ==, 1);
+
+	wakeup_source_unregister(b);
+	wakeup_source_unregister(c);
+	wakeup_source_unregister(d);
+	wakeup_source_unregister(e);
+	for (guint i = 0; i < 5; i++)
+		g_assert_null(wakeup_source_by_id(f.engine, i));
+	a = reg(&f, "again");
+	g_assert_cmpuint(wakeup_source_id(a), ==, 0);
+	wakeup_source_unregister(a);
+	fixture_fini(&f);
+}
+
+/* Many sources, freed out of order: each new one takes the lowest hole. */
+static void test_ids_reuse_many(void)
+{
+	struct fixture f;
+	struct wakeup_source *ws[64];
+
+	fixture_init(&f);
+	for (guint i = 0; i < G_N_ELEMENTS(ws); i++) {
+		ws[i] = reg(&f, "x");
+		g_assert_cmpuint(wakeup_source_id(ws[i]), ==, i);
+	}
+	for (guint i = 1; i < G_N_ELEMENTS(ws); i += 3)
+		wakeup_source_unregister(ws[i]);
+	for (guint i = 1; i < G_N_ELEMENTS(ws); i += 3) {
+		ws[i] = reg(&f, "y");
+		g_assert_cmpuint(wakeup_source_id(ws[i]), ==, i);
+		g_assert_true(wakeup_source_by_id(f.engine, i) == ws[i]);
+	}
+	g_assert_cmpuint(wakeup_source_id(reg(&f, "z")), ==,
+			 G_N_ELEMENTS(ws));
+	fixture_fini(&f);	/* unregisters the rest */
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
@@ -1212,5 +1289,7 @@ int main(int argc, char **argv)
 			test_prevent_suspend_time);
 	g_test_add_func("/wakeup/stats/get", test_get_stats);
 	g_test_add_func("/wakeup/foreach", test_foreach);
+	g_test_add_func("/wakeup/ids", test_ids);
+	g_test_add_func("/wakeup/ids/reuse-many", test_ids_reuse_many);
 	return g_test_run();
 }
