@@ -1,0 +1,762 @@
+"""Black-box test harness for powerfs.
+
+Every test talks to a real powerfs mount on a temporary directory, through the
+ordinary system calls (os.open/os.read/os.write...), and checks the exact bytes
+and errno values of /work/shared/SPEC.md.
+
+The shape (see PITFALLS.md): start the server in the foreground, poll
+os.path.ismount, and on any failure lazy-unmount and kill; on success unmount
+with fusermount3 -u and require exit status 0; scan the server's output for
+errors.
+
+Fixtures:
+  pfs    a mount shared by the tests of one module (options from the module's
+         SHARED_ARGS); a test must leave it clean (no active lock, autosleep
+         off), which the fixture checks afterwards.
+  mount  a factory for per-test mounts with special options: mount(*args).
+
+Helpers for running code as another user or without a capability live here
+too (run_in_child), and Reader, a child process blocked in read(2).
+"""
+
+import contextlib
+import ctypes
+import errno
+import json
+import os
+import pickle
+import platform
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections import namedtuple
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+POWERFS = os.environ.get("POWERFS", str(REPO / "powerfs"))
+FUSERMOUNT = shutil.which("fusermount3") or "/usr/bin/fusermount3"
+PYTHON = sys.executable or "/usr/bin/python3"
+
+MOUNT_TIMEOUT = 5.0      # seconds until the mount must be live
+EXIT_TIMEOUT = 5.0       # seconds until the server must exit after unmount
+TEST_TIMEOUT = 30.0      # watchdog: a test running longer kills the servers
+BAD_LOG_PATTERNS = ("CRITICAL", "ERROR", "AddressSanitizer", "LeakSanitizer",
+                    "runtime error")
+
+# Options of the module-shared mount unless a module sets SHARED_ARGS.
+DEFAULT_SHARED_ARGS = ("--simulate-sleep-ms=100",)
+
+CAP_BLOCK_SUSPEND = 36
+
+# The files of the mount (SPEC.md).
+ROOT_FILES = ("autosleep", "state", "wake_lock", "wake_unlock", "wakeup_count")
+ROOT_ENTRIES = ROOT_FILES + ("suspend_stats", "wakeup_sources")
+STATS_COUNTERS = ("success", "fail", "failed_freeze", "failed_prepare",
+                  "failed_suspend", "failed_suspend_late",
+                  "failed_suspend_noirq", "failed_resume",
+                  "failed_resume_early", "failed_resume_noirq")
+STATS_FILES = STATS_COUNTERS + ("last_failed_errno", "last_failed_dev",
+                                "last_failed_step")
+
+SOURCES_HEADER = (b"name\t\tactive_count\tevent_count\twakeup_count\t"
+                  b"expire_count\tactive_since\ttotal_time\tmax_time\t"
+                  b"last_change\tprevent_suspend_time\n")
+Stats = namedtuple("Stats", "active_count event_count wakeup_count "
+                   "expire_count active_since total_time max_time "
+                   "last_change prevent_suspend_time")
+
+_live = set()        # mounted Powerfs instances (for the watchdog)
+_children = []       # helper processes to kill before unmounting
+
+
+def b(s):
+    return s if isinstance(s, bytes) else s.encode()
+
+
+class Powerfs:
+    """One powerfs process serving one mount point."""
+
+    def __init__(self, *args):
+        self.args = [str(a) for a in args]
+        self.tmpdir = tempfile.mkdtemp(prefix="powerfs-test-")
+        # Other users (setuid children) must reach the mount point.
+        os.chmod(self.tmpdir, 0o755)
+        self.mnt = os.path.join(self.tmpdir, "mnt")
+        os.mkdir(self.mnt)
+        self.logpath = os.path.join(self.tmpdir, "powerfs.log")
+        self.proc = None
+        self.killed_reason = None
+
+    # --- life cycle ---------------------------------------------------------
+
+    def start(self):
+        if not os.access(POWERFS, os.X_OK):
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+            pytest.fail(f"powerfs binary {POWERFS} missing: run make powerfs "
+                        "or set POWERFS")
+        with open(self.logpath, "wb") as log:
+            self.proc = subprocess.Popen(
+                [POWERFS, "-f", *self.args, self.mnt],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + MOUNT_TIMEOUT
+        while not os.path.ismount(self.mnt):
+            rc = self.proc.poll()
+            if rc is not None:
+                log = self.log()
+                shutil.rmtree(self.tmpdir, ignore_errors=True)
+                pytest.fail(f"powerfs {self.args} exited with {rc} before "
+                            f"mounting; output:\n{log}")
+            if time.monotonic() > deadline:
+                self.force_cleanup()
+                pytest.fail(f"powerfs {self.args} not mounted after "
+                            f"{MOUNT_TIMEOUT}s; output:\n{self.log()}")
+            time.sleep(0.01)
+        _live.add(self)
+        return self
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def log(self):
+        try:
+            with open(self.logpath, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def force_cleanup(self):
+        subprocess.run([FUSERMOUNT, "-uz", self.mnt], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=10)
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def abort(self, reason):
+        """Watchdog: kill the server so that hung requests fail at once."""
+        self.killed_reason = reason
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+        subprocess.run([FUSERMOUNT, "-uz", self.mnt], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=10)
+
+    def stop(self):
+        """Unmount, require exit status 0 and a clean log; fail otherwise."""
+        _live.discard(self)
+        problems = []
+        if self.killed_reason:
+            problems.append(f"server killed: {self.killed_reason}")
+        rc = self.proc.poll()
+        if rc is not None:
+            if not self.killed_reason:
+                problems.append(f"powerfs died during the test (status {rc})")
+        else:
+            r = subprocess.run([FUSERMOUNT, "-u", self.mnt], capture_output=True,
+                               timeout=10)
+            if r.returncode != 0:
+                problems.append("fusermount3 -u failed: "
+                                + r.stderr.decode(errors="replace").strip())
+            else:
+                try:
+                    rc = self.proc.wait(EXIT_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    problems.append(f"powerfs did not exit {EXIT_TIMEOUT}s "
+                                    "after fusermount3 -u")
+                else:
+                    if rc != 0:
+                        problems.append(f"powerfs exited with status {rc} "
+                                        "after fusermount3 -u")
+        if problems:
+            self.force_cleanup()
+        log = self.log()
+        bad = [line for line in log.splitlines()
+               if any(p in line for p in BAD_LOG_PATTERNS)]
+        if bad:
+            problems.append("errors in the server output:\n  "
+                            + "\n  ".join(bad[:20]))
+        if not os.path.ismount(self.mnt):
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+        if problems:
+            pytest.fail(f"powerfs {self.args}: " + "; ".join(problems)
+                        + f"\n--- output ---\n{log[-4000:]}", pytrace=False)
+
+    # --- file access --------------------------------------------------------
+
+    def path(self, name=""):
+        return os.path.join(self.mnt, name) if name else self.mnt
+
+    def read(self, name, size=8192):
+        """One open and one read(2) of size bytes (the whole content)."""
+        fd = os.open(self.path(name), os.O_RDONLY)
+        try:
+            return os.read(fd, size)
+        finally:
+            os.close(fd)
+
+    def read_all(self, name):
+        fd = os.open(self.path(name), os.O_RDONLY)
+        try:
+            chunks = []
+            while True:
+                c = os.read(fd, 65536)
+                if not c:
+                    return b"".join(chunks)
+                chunks.append(c)
+        finally:
+            os.close(fd)
+
+    def write(self, name, data, flags=os.O_WRONLY):
+        """One open and one write(2); returns write's result or raises."""
+        fd = os.open(self.path(name), flags)
+        try:
+            return os.write(fd, b(data))
+        finally:
+            os.close(fd)
+
+    def lock(self, *names):
+        for n in names:
+            n = b(n)
+            assert self.write("wake_lock", n) == len(n)
+
+    def unlock(self, *names):
+        for n in names:
+            n = b(n)
+            assert self.write("wake_unlock", n) == len(n)
+
+    def active(self):
+        """Names listed in wake_lock."""
+        return self.read("wake_lock").split()
+
+    def inactive(self):
+        return self.read("wake_unlock").split()
+
+    def count(self):
+        """The registered event count (blocks while a source is active)."""
+        data = self.read("wakeup_count")
+        assert re.fullmatch(rb"\d+\n", data), data
+        return int(data)
+
+    def stat(self, name):
+        return int(self.read("suspend_stats/" + name))
+
+    def sources(self):
+        """wakeup_sources as a dict name -> Stats (plus "_order": names)."""
+        return parse_sources(self.read_all("wakeup_sources"))
+
+    def source(self, name):
+        return self.sources()[b(name)]
+
+    def check_clean(self, quiet=False):
+        """The shared mount must be left without active locks, autosleep
+        off.  Restores that state and fails the test otherwise (quiet: the
+        test failed already, only restore)."""
+        if not self.alive():
+            return
+        problems = []
+        listing = self.read("wake_lock")
+        if listing != b"\n":
+            problems.append(f"wake_lock left {listing!r}")
+            for n in listing.split():
+                try:
+                    self.write("wake_unlock", n)
+                except OSError:
+                    pass
+        auto = self.read("autosleep")
+        if auto != b"off\n":
+            problems.append(f"autosleep left {auto!r}")
+            try:
+                self.write("autosleep", b"off")
+            except OSError:
+                pass
+        if problems and not quiet:
+            pytest.fail("test left the shared mount dirty: "
+                        + "; ".join(problems), pytrace=False)
+
+
+def parse_sources(data):
+    """Parse wakeup_sources leniently (any tabs/spaces); the exact format is
+    checked by test_wakeup_sources.py.  Returns an ordered dict."""
+    assert data.startswith(SOURCES_HEADER), data[:200]
+    out = {}
+    for line in data[len(SOURCES_HEADER):].split(b"\n")[:-1]:
+        fields = line.split()
+        assert len(fields) == 10, line
+        out[fields[0]] = Stats(*(int(x) for x in fields[1:]))
+    assert data.endswith(b"\n")
+    return out
+
+
+# --- general helpers -----------------------------------------------------------
+
+@contextlib.contextmanager
+def raises_errno(code):
+    """with raises_errno(errno.EINVAL): os.write(...)"""
+    with pytest.raises(OSError) as e:
+        yield e
+    got = e.value.errno
+    assert got == code, (f"expected {errno.errorcode[code]}, got "
+                         f"{errno.errorcode.get(got, got)} ({e.value})")
+
+
+def wait_until(pred, timeout=5.0, interval=0.01):
+    """Poll pred() until true; returns its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v or time.monotonic() > deadline:
+            return v
+        time.sleep(interval)
+
+
+class Background:
+    """Run fn() in a daemon thread (for calls that are meant to block)."""
+
+    def __init__(self, fn, *args):
+        self.result = None
+        self.error = None
+        self.finished = threading.Event()
+        self.t0 = time.monotonic()
+        self.t1 = None
+
+        def run():
+            try:
+                self.result = fn(*args)
+            except BaseException as e:   # noqa: B036 - reported to the test
+                self.error = e
+            finally:
+                self.t1 = time.monotonic()
+                self.finished.set()
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def wait(self, timeout=10.0):
+        """Wait for the call; returns its result or raises its exception."""
+        assert self.finished.wait(timeout), f"call still blocked after {timeout}s"
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+    def elapsed(self):
+        return self.t1 - self.t0
+
+
+def timed(fn, *args, timeout=5.0):
+    """Call fn in a thread and fail if it does not return within timeout
+    (a request that should be served at once)."""
+    return Background(fn, *args).wait(timeout)
+
+
+# --- running code as someone else -----------------------------------------------
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+def drop_effective_cap(cap):
+    """Remove cap from this process's effective set (keeps it permitted)."""
+    hdr = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    if _libc.capget(ctypes.byref(hdr), data) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "capget: " + os.strerror(e))
+    data[cap // 32].effective &= ~(1 << (cap % 32)) & 0xffffffff
+    if _libc.capset(ctypes.byref(hdr), data) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "capset: " + os.strerror(e))
+
+
+def effective_caps():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    raise AssertionError("no CapEff")
+
+
+def unshare_user_namespace():
+    CLONE_NEWUSER = 0x10000000
+    if _libc.unshare(CLONE_NEWUSER) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, "unshare(CLONE_NEWUSER): " + os.strerror(e))
+
+
+class ChildSetupError(Exception):
+    pass
+
+
+def run_in_child(fn, *args, uid=None, gid=None, groups=None, drop_caps=(),
+                 new_userns=False, timeout=10.0):
+    """Run fn(*args) in a forked child, optionally as another uid/gid with
+    the given supplementary groups, or with capabilities dropped from the
+    effective set.  Returns fn's result; an OSError raised by fn is raised
+    again here with the same errno; other exceptions become AssertionError.
+    A child still running after timeout is killed (test failure)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:     # child
+        try:
+            os.close(r)
+            try:
+                if groups is not None:
+                    os.setgroups(list(groups))
+                if gid is not None:
+                    os.setresgid(gid, gid, gid)
+                if uid is not None:
+                    os.setresuid(uid, uid, uid)
+                for cap in drop_caps:
+                    drop_effective_cap(cap)
+                    assert not effective_caps() & (1 << cap)
+                if new_userns:
+                    unshare_user_namespace()
+            except BaseException:   # noqa: B036
+                res = ("setup", traceback.format_exc())
+            else:
+                try:
+                    res = ("ok", fn(*args))
+                except OSError as e:
+                    res = ("oserror", e.errno, str(e))
+                except BaseException:   # noqa: B036
+                    res = ("exc", traceback.format_exc())
+            data = pickle.dumps(res)
+            while data:
+                data = data[os.write(w, data):]
+        finally:
+            os._exit(0)
+    os.close(w)
+    chunks = []
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"child still running after {timeout}s "
+                                     "(blocked in a request?)")
+            ready, _, _ = select.select([r], [], [], left)
+            if ready:
+                c = os.read(r, 65536)
+                if not c:
+                    break
+                chunks.append(c)
+    finally:
+        os.close(r)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+    if not chunks:
+        raise AssertionError("child died without a result")
+    res = pickle.loads(b"".join(chunks))
+    if res[0] == "ok":
+        return res[1]
+    if res[0] == "oserror":
+        raise OSError(res[1], res[2])
+    if res[0] == "setup":
+        raise ChildSetupError(res[1])
+    raise AssertionError("child raised:\n" + res[1])
+
+
+def open_write_close(path, data, flags=os.O_WRONLY):
+    """For run_in_child: open, one write, close; returns write's result."""
+    fd = os.open(path, flags)
+    try:
+        return os.write(fd, b(data))
+    finally:
+        os.close(fd)
+
+
+def open_read_close(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 8192)
+    finally:
+        os.close(fd)
+
+
+def open_close(path, flags):
+    os.close(os.open(path, flags))
+    return True
+
+
+# --- a child process blocked in read(2) -------------------------------------------
+
+_READER = r'''
+import ctypes, json, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.read.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+libc.read.restype = ctypes.c_ssize_t
+libc.pread.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long]
+libc.pread.restype = ctypes.c_ssize_t
+path, mode, offset, nonblock = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+if mode in ("handler", "restart"):
+    signal.signal(signal.SIGUSR1, lambda s, f: None)
+    signal.siginterrupt(signal.SIGUSR1, mode == "handler")
+elif mode == "ignore":
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+fd = os.open(path, os.O_RDONLY | (os.O_NONBLOCK if nonblock else 0))
+buf = ctypes.create_string_buffer(8192)
+sys.stdout.write("ready\n"); sys.stdout.flush()
+if offset < 0:
+    n = libc.read(fd, buf, 8192)
+else:
+    n = libc.pread(fd, buf, 8192, offset)
+e = ctypes.get_errno() if n < 0 else 0
+sys.stdout.write(json.dumps({"n": n, "errno": e, "data": buf.raw[:max(n, 0)].hex()}) + "\n")
+sys.stdout.flush()
+'''
+
+_READ_SYSCALLS = {"x86_64": ("0", "17"), "aarch64": ("63", "67")}
+
+
+class Reader:
+    """A child process that opens path and does one read(2) (or pread at
+    offset) through libc, so that EINTR is visible.  mode: "default" (no
+    handler), "handler" (SIGUSR1 handler, no SA_RESTART), "restart" (handler
+    with SA_RESTART), "ignore" (SIGUSR1 ignored).  Use as a context manager:
+    the child is killed on exit."""
+
+    def __init__(self, path, mode="default", offset=-1, nonblock=False):
+        self.proc = subprocess.Popen(
+            [PYTHON, "-c", _READER, path, mode, str(offset),
+             "1" if nonblock else "0"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE)
+        _children.append(self.proc)
+        self._buf = b""
+        line = self._line(10.0)
+        if line != b"ready":
+            err = self.proc.stderr.read().decode(errors="replace") \
+                if self.proc.poll() is not None else ""
+            raise AssertionError(f"reader did not start: {line!r} {err}")
+        self._result = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.kill()
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            # Blocked in a request that was sent to the server: even
+            # SIGKILL waits for its answer.  The mount teardown kills the
+            # server, which frees it.
+            raise AssertionError("a reader blocked in read(2) survived "
+                                 "SIGKILL for 5 s: the server does not "
+                                 "answer interrupts") from None
+        for f in (self.proc.stdout, self.proc.stderr):
+            f.close()
+
+    def _line(self, timeout):
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                return None
+            c = os.read(fd, 65536)
+            if not c:
+                return None
+            self._buf += c
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line
+
+    def wait_in_read(self, timeout=5.0):
+        """Wait until the child sits in the read system call (so a signal
+        sent now hits the blocked read, not the code before it)."""
+        nums = _READ_SYSCALLS.get(platform.machine())
+        if nums is None:
+            time.sleep(0.5)
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{self.proc.pid}/syscall") as f:
+                    if f.read().split(" ", 1)[0] in nums:
+                        time.sleep(0.05)
+                        return
+            except OSError:
+                time.sleep(0.5)
+                return
+            if self.proc.poll() is not None:
+                return
+            time.sleep(0.01)
+        raise AssertionError("reader never entered read(2)")
+
+    def blocked(self, secs=0.3):
+        """True if the read has still not returned after secs seconds."""
+        if self._result is None:
+            line = self._line(secs)
+            if line is not None:
+                self._result = json.loads(line)
+        return self._result is None
+
+    def result(self, timeout=5.0):
+        """(n, errno, data) of the read; fails if it does not return in
+        time."""
+        if self._result is None:
+            line = self._line(timeout)
+            assert line is not None, f"read still blocked after {timeout}s"
+            self._result = json.loads(line)
+        r = self._result
+        return r["n"], r["errno"], bytes.fromhex(r["data"])
+
+
+def kill_children():
+    while _children:
+        p = _children.pop()
+        if p.poll() is None:
+            p.kill()
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def close_leaked_fds(mnt):
+    """Close this process's fds on files under mnt (a failed test may have
+    left one open, which would make the unmount fail); returns their
+    paths."""
+    leaked = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target == mnt or target.startswith(mnt + "/"):
+            try:
+                os.close(int(fd))
+            except OSError:
+                continue
+            leaked.append(target)
+    return leaked
+
+
+# --- fixtures ----------------------------------------------------------------------
+
+class _Shared:
+    def __init__(self, args):
+        self.args = args
+        self.inst = None
+        self.errors = []
+
+    def get(self):
+        if self.inst is not None and not self.inst.alive():
+            # Killed by the watchdog or crashed: that test has failed
+            # already; give the next tests a fresh server.
+            try:
+                self.inst.stop()
+            except pytest.fail.Exception as e:
+                self.errors.append(str(e))
+            self.inst = None
+        if self.inst is None:
+            self.inst = Powerfs(*self.args).start()
+        return self.inst
+
+    def close(self):
+        kill_children()
+        if self.inst is not None:
+            self.inst.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_mount(request):
+    holder = _Shared(getattr(request.module, "SHARED_ARGS",
+                             DEFAULT_SHARED_ARGS))
+    yield holder
+    holder.close()
+
+
+@pytest.fixture
+def pfs(shared_mount, request):
+    """The module's shared mount; the test must leave it clean."""
+    inst = shared_mount.get()
+    yield inst
+    kill_children()
+    rep = getattr(request.node, "rep_call", None)
+    failed = rep is None or rep.failed
+    leaked = close_leaked_fds(inst.mnt)
+    inst.check_clean(quiet=failed)
+    if leaked and not failed:
+        pytest.fail(f"test left files open: {leaked}", pytrace=False)
+
+
+@pytest.fixture
+def mount():
+    """Factory for per-test mounts: mount("--wakelock-limit=3", ...)."""
+    insts = []
+
+    def factory(*args):
+        inst = Powerfs(*args).start()
+        insts.append(inst)
+        return inst
+    yield factory
+    kill_children()
+    failures = []
+    for inst in insts:
+        close_leaked_fds(inst.mnt)
+        try:
+            inst.stop()
+        except pytest.fail.Exception as e:
+            failures.append(str(e))
+    if failures:
+        pytest.fail("\n".join(failures), pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _watchdog(request):
+    """A test that hangs (a request the server never answers) gets its
+    servers killed after TEST_TIMEOUT seconds, which fails the hung call."""
+    marker = request.node.get_closest_marker("timeout")
+    timeout = marker.args[0] if marker else TEST_TIMEOUT
+    fired = []
+
+    def fire():
+        fired.append(True)
+        for inst in list(_live):
+            inst.abort(f"test {request.node.name} exceeded {timeout}s")
+    timer = threading.Timer(timeout, fire)
+    timer.daemon = True
+    timer.start()
+    yield
+    timer.cancel()
+    kill_children()
+    if fired:
+        pytest.fail(f"test timed out after {timeout}s; servers were killed",
+                    pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "timeout(seconds): watchdog limit")

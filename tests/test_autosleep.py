@@ -1,0 +1,176 @@
+"""autosleep (SPEC.md): the setting, its events, the loop, and what it
+blocks."""
+
+import contextlib
+import errno
+import time
+
+import pytest
+
+from conftest import Background, raises_errno, wait_until
+
+SHARED_ARGS = ("--simulate-sleep-ms=50",)
+
+
+@contextlib.contextmanager
+def autosleep(p, state=b"mem"):
+    assert p.write("autosleep", state) == len(state)
+    try:
+        yield
+    finally:
+        p.write("autosleep", b"off")
+
+
+def test_read_off(pfs):
+    assert pfs.read("autosleep") == b"off\n"
+
+
+@pytest.mark.parametrize("cmd,shown", [
+    (b"mem", b"mem\n"), (b"mem\n", b"mem\n"), (b"mem\njunk", b"mem\n"),
+    (b"freeze", b"freeze\n"), (b"disk", b"disk\n")], ids=repr)
+def test_enable(pfs, cmd, shown):
+    with autosleep(pfs, cmd):
+        assert pfs.read("autosleep") == shown
+    assert pfs.read("autosleep") == b"off\n"
+
+
+@pytest.mark.parametrize("cmd", [b"off", b"off\n", b"off\0junk"], ids=repr)
+def test_disable(pfs, cmd):
+    with autosleep(pfs):
+        assert pfs.write("autosleep", cmd) == len(cmd)
+        assert pfs.read("autosleep") == b"off\n"
+
+
+@pytest.mark.parametrize("cmd", [b"on", b"off ", b"offx", b"foo", b"\n", b"OFF",
+                                 b"MEM", b"mem ", b"standby", b"off\n\n",
+                                 b" off", b"of", b"\0", b"mem\0"], ids=repr)
+def test_einval(pfs, cmd):
+    n = pfs.count()
+    events = pfs.source("autosleep").event_count
+    with raises_errno(errno.EINVAL):
+        pfs.write("autosleep", cmd)
+    assert pfs.read("autosleep") == b"off\n"
+    assert pfs.count() == n
+    assert pfs.source("autosleep").event_count == events
+
+
+def test_einval_keeps_it_on(pfs):
+    with autosleep(pfs):
+        with raises_errno(errno.EINVAL):
+            pfs.write("autosleep", b"on")
+        assert pfs.read("autosleep") == b"mem\n"
+
+
+def test_disk_without_hibernation(mount):
+    p = mount("--simulate-states=freeze,mem")
+    for cmd in (b"disk", b"disk\n", b"standby"):
+        with raises_errno(errno.EINVAL):
+            p.write("autosleep", cmd)
+    assert p.read("autosleep") == b"off\n"
+
+
+def test_every_accepted_write_counts_one_event(pfs):
+    n = pfs.count()
+    s0 = pfs.source("autosleep")
+    assert pfs.write("autosleep", b"off") == 3      # already off: counts too
+    assert pfs.count() == n + 1
+    s1 = pfs.source("autosleep")
+    assert s1.event_count == s0.event_count + 1
+    assert s1.active_count == s0.active_count + 1
+    assert s1.active_since == 0
+    assert pfs.write("autosleep", b"off\n") == 4
+    assert pfs.count() == n + 2
+    with autosleep(pfs):
+        assert pfs.count() == n + 3
+    assert pfs.count() == n + 4
+    assert pfs.source("autosleep").event_count == s0.event_count + 4
+
+
+def test_state_and_wakeup_count_are_busy_while_on(pfs):
+    n = pfs.count()
+    with autosleep(pfs):
+        for cmd in (b"mem", b"foo", b"\n", b"disk"):
+            with raises_errno(errno.EBUSY):
+                pfs.write("state", cmd)
+        for cmd in (b"%d" % (n + 1), b"%d" % (n + 2), b"foo", b"\n"):
+            with raises_errno(errno.EBUSY):
+                pfs.write("wakeup_count", cmd)
+        # autosleep itself is never busy.
+        assert pfs.write("autosleep", b"freeze") == 6
+        assert pfs.read("autosleep") == b"freeze\n"
+        assert pfs.write("autosleep", b"mem") == 3
+    with raises_errno(errno.EINVAL):
+        pfs.write("state", b"foo")
+    with raises_errno(errno.EINVAL):
+        pfs.write("wakeup_count", b"foo")
+
+
+def test_suspends_while_idle(pfs):
+    s0 = pfs.stat("success")
+    with autosleep(pfs):
+        assert wait_until(lambda: pfs.stat("success") >= s0 + 2, timeout=8), \
+            "autosleep without locks did not suspend repeatedly"
+    s1 = pfs.stat("success")
+    time.sleep(1.0)
+    assert pfs.stat("success") == s1, "suspends went on after autosleep off"
+
+
+def test_a_held_lock_prevents_suspend(pfs):
+    s0 = pfs.stat("success")
+    pfs.lock("hold")
+    try:
+        with autosleep(pfs):
+            time.sleep(1.2)
+            assert pfs.stat("success") == s0, "suspended with a lock held"
+            pfs.unlock("hold")
+            assert wait_until(lambda: pfs.stat("success") > s0, timeout=8)
+            pfs.lock("hold")
+            time.sleep(0.3)          # a suspend in progress ends
+            s1 = pfs.stat("success")
+            time.sleep(1.2)
+            assert pfs.stat("success") == s1, "suspended with a lock held"
+    finally:
+        pfs.unlock("hold")
+
+
+def test_prevent_suspend_time(pfs):
+    pfs.lock("ps_idle")
+    pfs.unlock("ps_idle")
+    pfs.lock("ps")
+    try:
+        time.sleep(0.2)
+        assert pfs.source("ps").prevent_suspend_time == 0
+        t0 = time.monotonic()
+        with autosleep(pfs):
+            pfs.lock("ps_late")   # deviation: later sources count too
+            time.sleep(0.5)
+            rows = pfs.sources()
+            limit = (time.monotonic() - t0) * 1000 + 50
+            assert 400 <= rows[b"ps"].prevent_suspend_time <= limit
+            assert 400 <= rows[b"ps_late"].prevent_suspend_time <= limit
+            assert rows[b"ps_idle"].prevent_suspend_time == 0
+        p1 = pfs.source("ps").prevent_suspend_time
+        time.sleep(0.3)
+        assert pfs.source("ps").prevent_suspend_time == p1
+    finally:
+        pfs.unlock("ps", "ps_late")
+
+
+def test_autosleep_write_waits_for_a_state_write(mount):
+    p = mount("--simulate-sleep-ms=1500")
+    bg = Background(p.write, "state", b"mem")
+    time.sleep(0.3)
+    try:
+        assert p.write("autosleep", b"off") == 3
+    finally:
+        assert bg.wait(5) == 3
+
+
+def test_pause_after_a_wakeup_without_events(mount):
+    # With nothing registering events, each cycle is followed by a 0.5 s
+    # pause: about 3 suspends in 1.2 s, not one every 10 ms.
+    p = mount("--simulate-sleep-ms=10")
+    with autosleep(p):
+        time.sleep(1.2)
+    n = p.stat("success")
+    assert 2 <= n <= 5, f"{n} suspends in 1.2 s"

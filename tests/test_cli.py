@@ -1,0 +1,215 @@
+"""The command line: --help, --version, errors (exit 2), background mode,
+SIGTERM."""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import (BAD_LOG_PATTERNS, FUSERMOUNT, POWERFS, REPO, Powerfs,
+                      _live, wait_until)
+
+OPTIONS = ["--foreground", "--debug", "-o", "--backend", "--simulate-sleep-ms",
+           "--simulate-states", "--wakelock-limit", "--wakelock-gc-seconds",
+           "--no-capability-check", "--version", "--help"]
+
+
+def run(*args, timeout=10):
+    return subprocess.run([POWERFS, *args], stdin=subprocess.DEVNULL,
+                          capture_output=True, timeout=timeout)
+
+
+@pytest.fixture
+def tmpdir_():
+    d = tempfile.mkdtemp(prefix="powerfs-cli-")
+    yield d
+    if os.path.ismount(os.path.join(d, "mnt")):
+        subprocess.run([FUSERMOUNT, "-uz", os.path.join(d, "mnt")])
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def version():
+    m = re.search(r"^VERSION\s*:?=\s*(\S+)", (REPO / "Makefile").read_text(),
+                  re.M)
+    return m.group(1) if m else None
+
+
+def test_help():
+    r = run("--help")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.decode()
+    for opt in OPTIONS:
+        assert opt in out, f"--help does not mention {opt}"
+    assert "MOUNTPOINT" in out.upper()
+
+
+def test_version():
+    r = run("--version")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.decode()
+    v = version()
+    assert v and v in out, f"--version printed {out!r}, Makefile says {v}"
+
+
+def one_line(stderr):
+    text = stderr.decode(errors="replace")
+    return text.strip() != "" and text.rstrip("\n").count("\n") == 0
+
+
+@pytest.mark.parametrize("args", [
+    ["--bogus"], ["-z"], ["--backend=nonsense"], ["--wakelock-limit=abc"],
+    ["--wakelock-gc-seconds=x"], ["--simulate-sleep-ms=abc"],
+    ["--simulate-states=sleepy"],
+], ids=lambda a: " ".join(a))
+def test_bad_option(tmpdir_, args):
+    mnt = os.path.join(tmpdir_, "mnt")
+    os.mkdir(mnt)
+    r = run("-f", *args, mnt)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert one_line(r.stderr), f"not a one-line error: {r.stderr!r}"
+    assert not os.path.ismount(mnt)
+
+
+@pytest.mark.parametrize("case", ["missing", "nonexistent", "regular_file",
+                                  "two"])
+def test_unusable_mount_point(tmpdir_, case):
+    mnt = os.path.join(tmpdir_, "mnt")
+    if case == "missing":
+        args = []
+    elif case == "nonexistent":
+        args = [os.path.join(tmpdir_, "does", "not", "exist")]
+    elif case == "regular_file":
+        with open(mnt, "w"):
+            pass
+        args = [mnt]
+    else:
+        os.mkdir(mnt)
+        os.mkdir(mnt + "2")
+        args = [mnt, mnt + "2"]
+    try:
+        r = run("-f", *args, timeout=10)
+    except subprocess.TimeoutExpired:
+        pytest.fail("powerfs kept running with an unusable mount point")
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert one_line(r.stderr), f"not a one-line error: {r.stderr!r}"
+    assert not os.path.ismount(mnt)
+
+
+def find_daemon(mnt):
+    """Pids of powerfs processes serving mnt (only ones this test started)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]).startswith(b"powerfs") \
+                and mnt.encode() in argv:
+            pids.append(int(d))
+    return pids
+
+
+def test_background_mode(tmpdir_):
+    mnt = os.path.join(tmpdir_, "mnt")
+    os.mkdir(mnt)
+    log = os.path.join(tmpdir_, "log")
+    pids = []
+    try:
+        with open(log, "wb") as f:
+            r = subprocess.run([POWERFS, "--simulate-sleep-ms=10", mnt],
+                               stdin=subprocess.DEVNULL, stdout=f, stderr=f,
+                               timeout=10)
+        assert r.returncode == 0, open(log).read()
+        assert os.path.ismount(mnt), "not mounted when the command returned"
+        with open(os.path.join(mnt, "state"), "rb") as f:
+            assert f.read() == b"freeze mem disk\n"
+        pids = find_daemon(mnt)
+        assert len(pids) == 1, pids
+        u = subprocess.run([FUSERMOUNT, "-u", mnt], capture_output=True)
+        assert u.returncode == 0, u.stderr
+        assert wait_until(lambda: not os.path.exists(f"/proc/{pids[0]}"),
+                          timeout=5), "daemon still running after unmount"
+        pids = []
+    finally:
+        if os.path.ismount(mnt):
+            subprocess.run([FUSERMOUNT, "-uz", mnt])
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM])
+def test_signal_in_foreground_unmounts_and_exits_0(sig):
+    p = Powerfs().start()
+    try:
+        assert p.read("state") == b"freeze mem disk\n"
+        os.kill(p.proc.pid, sig)
+        rc = p.proc.wait(5)
+        assert rc == 0, f"exit status {rc}; output:\n{p.log()}"
+        assert not os.path.ismount(p.mnt)
+        bad = [line for line in p.log().splitlines()
+               if any(x in line for x in BAD_LOG_PATTERNS)]
+        assert not bad, bad
+    finally:
+        _live.discard(p)
+        p.force_cleanup()
+        shutil.rmtree(p.tmpdir, ignore_errors=True)
+
+
+def test_sigterm_with_a_lock_held():
+    p = Powerfs().start()
+    try:
+        p.lock("held")
+        os.kill(p.proc.pid, signal.SIGTERM)
+        assert p.proc.wait(5) == 0
+        assert not os.path.ismount(p.mnt)
+    finally:
+        _live.discard(p)
+        p.force_cleanup()
+        shutil.rmtree(p.tmpdir, ignore_errors=True)
+
+
+def test_debug_option(mount):
+    p = mount("-d")
+    assert p.read("state") == b"freeze mem disk\n"
+    p.lock("dbg")
+    p.unlock("dbg")
+    time.sleep(0.05)
+    assert p.log() != "", "-d printed nothing"
+
+
+def test_explicit_simulate_backend(mount):
+    p = mount("--backend=simulate")
+    assert p.read("state") == b"freeze mem disk\n"
+
+
+def test_long_foreground_option(tmpdir_):
+    mnt = os.path.join(tmpdir_, "mnt")
+    os.mkdir(mnt)
+    proc = subprocess.Popen([POWERFS, "--foreground", mnt],
+                            stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: os.path.ismount(mnt) or
+                          proc.poll() is not None, timeout=5)
+        assert os.path.ismount(mnt)
+        assert proc.poll() is None, "--foreground did not stay in the foreground"
+        assert subprocess.run([FUSERMOUNT, "-u", mnt]).returncode == 0
+        assert proc.wait(5) == 0
+    finally:
+        if os.path.ismount(mnt):
+            subprocess.run([FUSERMOUNT, "-uz", mnt])
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
