@@ -49,6 +49,15 @@ $(BUILD)/test-%: tests/unit/test-%.c $(core_objs) | $(BUILD)
 $(BUILD):
 	mkdir -p $@
 
+# libFuzzer over every store/show handler (clang); run it with
+#   build/fuzz/fuzz-store -max_total_time=600 fuzz/corpus
+FUZZ_SRCS := $(patsubst %,src/%.c,$(CORE) caps attrs) fuzz/fuzz-store.c
+fuzz: build/fuzz/fuzz-store
+build/fuzz/fuzz-store: $(FUZZ_SRCS) $(wildcard include/powerfs/*.h)
+	mkdir -p build/fuzz
+	clang $(CPPFLAGS) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
+		$(PKG_CFLAGS) -o $@ $(FUZZ_SRCS) $(PKG_LIBS)
+
 deps:
 	scripts/install-deps.sh
 
@@ -76,5 +85,5 @@ install: powerfs
 clean:
 	rm -rf build powerfs
 
-.PHONY: all deps unit check run install clean powerfs
+.PHONY: all deps unit check run install clean powerfs fuzz
 -include $(wildcard $(BUILD)/*.d)
