@@ -178,6 +178,11 @@ void autosleep_free(struct autosleep *as)
 	g_free(as);
 }
 
+struct wakeup_source *autosleep_source(struct autosleep *as)
+{
+	return as->ws;
+}
+
 enum pm_state autosleep_state(const struct autosleep *as)
 {
 	return as->state;

@@ -165,6 +165,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		clock_gettime(CLOCK_REALTIME, &n->ctime);
 		g_info("%s: mode %04o owner %u:%u", node_name(n),
 		       n->mode & 07777, n->uid, n->gid);
+		wakeup_notify_changed(fs->pw->engine);
 	}
 	node_stat(fs, ino, &st);
 	fuse_reply_attr(req, &st, CACHE_SECONDS);
@@ -659,6 +660,49 @@ fail:
 	g_free(fs->mountpoint);
 	g_free(fs);
 	return NULL;
+}
+
+static char *node_path(struct pf_fs *fs, const struct node *n)
+{
+	const struct node *parent = node_get(fs, n->parent);
+
+	if (!parent || !parent->attr)
+		return g_strdup(n->attr->name);
+	return g_strconcat(parent->attr->name, "/", n->attr->name, NULL);
+}
+
+void pf_fs_foreach_owner(struct pf_fs *fs, pf_fs_owner_visit visit,
+			 gpointer data)
+{
+	for (guint i = 0; i < fs->n_nodes; i++) {
+		const struct node *n = &fs->nodes[i];
+		g_autofree char *path = NULL;
+
+		if (!n->attr)
+			continue;
+		path = node_path(fs, n);
+		visit(path, n->mode & 07777, n->uid, n->gid, data);
+	}
+}
+
+gboolean pf_fs_set_owner(struct pf_fs *fs, const char *path, mode_t mode,
+			 uid_t uid, gid_t gid)
+{
+	for (guint i = 0; i < fs->n_nodes; i++) {
+		struct node *n = &fs->nodes[i];
+		g_autofree char *p = NULL;
+
+		if (!n->attr)
+			continue;
+		p = node_path(fs, n);
+		if (strcmp(p, path))
+			continue;
+		n->mode = (n->mode & S_IFMT) | (mode & 07777);
+		n->uid = uid;
+		n->gid = gid;
+		return TRUE;
+	}
+	return FALSE;
 }
 
 void pf_fs_unmount(struct pf_fs *fs)

@@ -23,6 +23,7 @@
 #include "powerfs/fs.h"
 #include "powerfs/log.h"
 #include "powerfs/power.h"
+#include "powerfs/state-file.h"
 
 #define EXIT_USAGE 2
 
@@ -40,6 +41,7 @@ static struct {
 	gint suspend_timeout;
 	gboolean inhibit_sleep;
 	gchar *class_wakeup;
+	gchar *state_file;
 	gchar **args;
 } opt = {
 	.suspend_timeout = 30,
@@ -81,6 +83,9 @@ static const GOptionEntry entries[] = {
 	  "(no CAP_BLOCK_SUSPEND needed)", NULL },
 	{ "class-wakeup", 0, 0, G_OPTION_ARG_FILENAME, &opt.class_wakeup,
 	  "Also serve /sys/class/wakeup-style statistics on DIR", "DIR" },
+	{ "state-file", 0, 0, G_OPTION_ARG_FILENAME, &opt.state_file,
+	  "Keep wake locks, settings and statistics in PATH across restarts",
+	  "PATH" },
 	{ "version", 0, 0, G_OPTION_ARG_NONE, &opt.version,
 	  "Print the version and exit", NULL },
 	{ G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &opt.args,
@@ -335,6 +340,7 @@ int main(int argc, char **argv)
 	g_autofree char *mount_options = NULL;
 	g_autofree char *class_wakeup_dir = NULL;
 	struct pf_class_wakeup *cw = NULL;
+	struct state_file *sf = NULL;
 	struct power_options popts;
 	struct pf_clock *clock;
 	struct power *pw;
@@ -384,6 +390,9 @@ int main(int argc, char **argv)
 	}
 	suspend_set_sleep_hook(pw->suspend, (wakeup_func)pf_fs_answer_parked,
 			       fs);
+	/* Restored before the loop serves the first request. */
+	if (opt.state_file)
+		sf = state_file_open(opt.state_file, pw, fs);
 	report_ready();
 	/* Under systemd (Type=notify): the mount is live now. */
 	sd_notifyf(0, "READY=1\nSTATUS=serving %s", mountpoint);
@@ -394,6 +403,7 @@ int main(int argc, char **argv)
 	g_main_loop_run(loop);
 	sd_notify(0, "STOPPING=1");
 
+	state_file_close(sf);
 	pf_class_wakeup_unmount(cw);
 	pf_fs_unmount(fs);
 	power_free(pw);
@@ -402,6 +412,7 @@ int main(int argc, char **argv)
 	g_free(opt.backend);
 	g_free(opt.class_wakeup);
 	g_free(opt.simulate_states);
+	g_free(opt.state_file);
 	g_message("exiting");
 	return 0;
 }

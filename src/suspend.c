@@ -64,6 +64,7 @@ static void system_resumed(gpointer data)
 	if (s->external_sleep) {
 		s->external_sleep = FALSE;
 		s->stats.success++;
+		wakeup_notify_changed(s->engine);
 		g_message("the system resumed");
 	}
 }
@@ -164,6 +165,7 @@ static void on_wakeup_event(gpointer data)
 /* Every attempt ends here: it ends the handshake and counts in the stats. */
 static void attempt_finished(struct suspend *s, int error)
 {
+	wakeup_notify_changed(s->engine);
 	s->sleeping = FALSE;
 	wakeup_set_event_hook(s->engine, NULL, NULL);
 	wakeup_end_handshake(s->engine);
@@ -200,6 +202,7 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 		wakeup_end_handshake(s->engine);
 		s->stats.failed_freeze++;
 		record_failure(s, -EBUSY, "freeze");
+		wakeup_notify_changed(s->engine);
 		g_message("suspend to %s aborted: wakeup event pending",
 		       pm_state_label(state));
 		return -EBUSY;
@@ -224,4 +227,18 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 const struct suspend_stats *suspend_get_stats(const struct suspend *s)
 {
 	return &s->stats;
+}
+
+void suspend_load_stats(struct suspend *s, const struct suspend_stats *stats)
+{
+	static const char *const steps[] = { "freeze", "suspend" };
+	const char *step = "";
+
+	/* The step names are static strings: keep pointing at ours. */
+	for (gsize i = 0; i < G_N_ELEMENTS(steps); i++)
+		if (!g_strcmp0(stats->last_failed_step, steps[i]))
+			step = steps[i];
+	s->stats = *stats;
+	s->stats.last_failed_dev = "";
+	s->stats.last_failed_step = step;
 }

@@ -183,3 +183,27 @@ void wakelocks_show(const struct wakelocks *wls, gboolean active,
 		g_string_truncate(out, start + --len);
 	g_string_append_c(out, '\n');
 }
+
+void wakelocks_foreach(const struct wakelocks *wls, wakeup_source_visit visit,
+		       gpointer data)
+{
+	for (GList *l = wls->lru.tail; l; l = l->prev)
+		visit(((struct wakelock *)l->data)->ws, data);
+}
+
+struct wakeup_source *wakelocks_restore(struct wakelocks *wls,
+					const char *name, gboolean active,
+					guint32 timeout_ms, int *error)
+{
+	gsize len = strlen(name);
+	struct wakelock *wl;
+
+	*error = wakelocks_lock(wls, name, len,
+				active ? (guint64)timeout_ms * 1000000 : 0);
+	if (*error)
+		return NULL;
+	wl = lookup(wls, name, len);
+	if (!active)
+		wakeup_source_relax(wl->ws);
+	return wl->ws;
+}

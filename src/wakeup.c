@@ -53,6 +53,8 @@ struct wakeup_engine {
 	gpointer event_hook_data;
 	wakeup_func activity_hook;
 	gpointer activity_hook_data;
+	wakeup_func change_hook;
+	gpointer change_hook_data;
 };
 
 static void timeouts_expire(gpointer data);
@@ -108,6 +110,7 @@ struct wakeup_source *wakeup_source_register(struct wakeup_engine *e,
 		ws->id++;
 	e->id_hint = ws->id + 1;
 	g_hash_table_insert(e->by_id, GUINT_TO_POINTER(ws->id), ws);
+	wakeup_notify_changed(e);
 	return ws;
 }
 
@@ -140,6 +143,7 @@ void wakeup_source_unregister(struct wakeup_source *ws)
 	e->id_hint = MIN(e->id_hint, ws->id);
 	g_free(ws->name);
 	g_free(ws);
+	wakeup_notify_changed(e);
 }
 
 const char *wakeup_source_name(const struct wakeup_source *ws)
@@ -212,6 +216,7 @@ static void timeout_arm(struct wakeup_source *ws, gint64 expires)
 						  by_deadline, NULL);
 	if (ws->timer_node == g_sequence_get_begin_iter(e->timeouts))
 		pf_timer_arm(e->timeout_timer, expires);
+	wakeup_notify_changed(e);
 }
 
 static void wake_waiters_later(struct wakeup_engine *e)
@@ -231,6 +236,7 @@ static void source_activate(struct wakeup_source *ws)
 		ws->start_prevent_time = ws->last_time;
 	if (e->in_progress++ == 0 && e->activity_hook)
 		e->activity_hook(e->activity_hook_data);
+	wakeup_notify_changed(e);
 }
 
 static void source_deactivate(struct wakeup_source *ws)
@@ -255,6 +261,7 @@ static void source_deactivate(struct wakeup_source *ws)
 		if (e->activity_hook)
 			e->activity_hook(e->activity_hook_data);
 	}
+	wakeup_notify_changed(e);
 }
 
 static void report_event(struct wakeup_source *ws)
@@ -493,4 +500,77 @@ void wakeup_foreach_source(const struct wakeup_engine *e,
 {
 	for (GList *l = e->sources.head; l; l = l->next)
 		visit(l->data, data);
+}
+
+/* The current activation is included up to now: a restored source starts
+ * a new one, so nothing is counted twice. */
+void wakeup_source_save(const struct wakeup_source *ws,
+			struct wakeup_record *rec)
+{
+	struct wakeup_engine *e = ws->engine;
+	gint64 total = ws->total_time, max = ws->max_time;
+	gint64 prevent = ws->prevent_sleep_time;
+
+	if (ws->active) {
+		gint64 now = pf_clock_now(e->clock);
+
+		total += now - ws->last_time;
+		max = MAX(max, now - ws->last_time);
+		if (e->autosleep)
+			prevent += now - ws->start_prevent_time;
+	}
+	*rec = (struct wakeup_record){
+		ws->active_count, ws->event_count, ws->wakeup_count,
+		ws->expire_count, total, max, prevent,
+	};
+}
+
+void wakeup_source_load(struct wakeup_source *ws,
+			const struct wakeup_record *rec)
+{
+	ws->active_count = rec->active_count;
+	ws->relax_count = rec->active_count - (ws->active ? 1 : 0);
+	ws->event_count = rec->event_count;
+	ws->wakeup_count = rec->wakeup_count;
+	ws->expire_count = rec->expire_count;
+	ws->total_time = rec->total_time;
+	ws->max_time = rec->max_time;
+	ws->prevent_sleep_time = rec->prevent_sleep_time;
+	wakeup_notify_changed(ws->engine);
+}
+
+struct wakeup_source *wakeup_deleted_source(struct wakeup_engine *e)
+{
+	return &e->deleted;
+}
+
+guint32 wakeup_source_timeout_left(const struct wakeup_source *ws)
+{
+	gint64 left;
+
+	if (!ws->timer_expires)
+		return 0;
+	left = ws->timer_expires - pf_clock_now(ws->engine->clock);
+	/* Round up: an armed timeout never becomes "none". */
+	return (guint32)MAX((left + 999) / 1000, 1);
+}
+
+void wakeup_set_count(struct wakeup_engine *e, guint count)
+{
+	e->registered = count;
+	e->events_check_enabled = FALSE;
+	wakeup_notify_changed(e);
+}
+
+void wakeup_set_change_hook(struct wakeup_engine *e, wakeup_func func,
+			    gpointer data)
+{
+	e->change_hook = func;
+	e->change_hook_data = data;
+}
+
+void wakeup_notify_changed(struct wakeup_engine *e)
+{
+	if (e->change_hook)
+		e->change_hook(e->change_hook_data);
 }

@@ -13,6 +13,9 @@ struct autosleep *autosleep_new(struct wakeup_engine *engine,
 				struct suspend *s, struct pf_clock *clock);
 void autosleep_free(struct autosleep *as);
 
+/* The "autosleep" wakeup source (for saving its statistics). */
+struct wakeup_source *autosleep_source(struct autosleep *as);
+
 /* PM_ON when off. */
 enum pm_state autosleep_state(const struct autosleep *as);
 

@@ -3,6 +3,7 @@
 #ifndef POWERFS_FS_H
 #define POWERFS_FS_H
 
+#include <sys/types.h>
 #include <glib.h>
 #include "powerfs/power.h"
 
@@ -18,6 +19,16 @@ struct pf_fs *pf_fs_mount(struct power *pw, const char *mountpoint,
 /* Answers every parked request now (the system is going to sleep): pending
  * writes succeed, blocked readers get EINTR. */
 void pf_fs_answer_parked(struct pf_fs *fs);
+
+/* Owners and modes set by chown/chmod, by path ("wake_lock",
+ * "suspend_stats/success"), for saving them across a restart. */
+typedef void (*pf_fs_owner_visit)(const char *path, mode_t mode, uid_t uid,
+				  gid_t gid, gpointer data);
+void pf_fs_foreach_owner(struct pf_fs *fs, pf_fs_owner_visit visit,
+			 gpointer data);
+/* FALSE if there is no such file. */
+gboolean pf_fs_set_owner(struct pf_fs *fs, const char *path, mode_t mode,
+			 uid_t uid, gid_t gid);
 
 /* Fails every parked request (blocked readers get EINTR, pending writes EIO),
  * unmounts and frees. */

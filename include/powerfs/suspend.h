@@ -50,6 +50,8 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 		  backend_done_func done, gpointer data);
 
 const struct suspend_stats *suspend_get_stats(const struct suspend *s);
+/* Restoring saved statistics (--state-file). */
+void suspend_load_stats(struct suspend *s, const struct suspend_stats *stats);
 
 /* func runs when the backend reports that the system is about to sleep
  * (whoever started it): the file system answers its parked requests then,

@@ -28,4 +28,13 @@ void wakelocks_show(const struct wakelocks *wls, gboolean active,
 
 guint wakelocks_count(const struct wakelocks *wls);
 
+/* The locks' sources, least recently used first (for saving them). */
+void wakelocks_foreach(const struct wakelocks *wls, wakeup_source_visit visit,
+		       gpointer data);
+/* Recreate a saved lock: active with a timeout of timeout_ms (0 = none), or
+ * inactive.  NULL (and the errno in *error) if the limit refuses it. */
+struct wakeup_source *wakelocks_restore(struct wakelocks *wls,
+					const char *name, gboolean active,
+					guint32 timeout_ms, int *error);
+
 #endif

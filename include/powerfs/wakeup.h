@@ -100,4 +100,27 @@ struct wakeup_stats {
 void wakeup_source_get_stats(const struct wakeup_source *ws,
 			     struct wakeup_stats *stats);
 
+/* Saving and restoring the engine across a restart (--state-file). */
+struct wakeup_record {
+	gulong active_count, event_count, wakeup_count, expire_count;
+	gint64 total_time, max_time, prevent_sleep_time;	/* us */
+};
+void wakeup_source_save(const struct wakeup_source *ws,
+			struct wakeup_record *rec);
+void wakeup_source_load(struct wakeup_source *ws,
+			const struct wakeup_record *rec);
+/* The "deleted" row (statistics of removed sources). */
+struct wakeup_source *wakeup_deleted_source(struct wakeup_engine *engine);
+/* Milliseconds until the source's timeout, 0 if none is armed. */
+guint32 wakeup_source_timeout_left(const struct wakeup_source *ws);
+/* Set the registered event count (restoring it; never while armed). */
+void wakeup_set_count(struct wakeup_engine *engine, guint count);
+
+/* Called (synchronously) after anything that a saved state would include
+ * changed: sources, their state or statistics.  Other modules report their
+ * own changes through wakeup_notify_changed(). */
+void wakeup_set_change_hook(struct wakeup_engine *engine, wakeup_func func,
+			    gpointer data);
+void wakeup_notify_changed(struct wakeup_engine *engine);
+
 #endif

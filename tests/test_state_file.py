@@ -1,0 +1,130 @@
+"""--state-file: held wake locks, settings, owners and statistics survive a
+restart; a corrupt file is reported and ignored."""
+
+import os
+import signal
+import time
+
+import conftest
+from conftest import wait_until
+
+
+def finish(inst):
+    """Unmount now (exit status 0 and a clean log checked); the fixture's
+    teardown then has nothing left to do for it."""
+    inst.stop()
+    inst.stop = lambda: None
+
+
+def restart(mount, old, *args):
+    finish(old)
+    return mount(*args)
+
+
+def test_restart_keeps_locks_settings_owners_and_stats(mount, tmp_path):
+    state = tmp_path / "state"
+    a = mount(f"--state-file={state}", "--simulate-sleep-ms=10")
+    a.lock("idle")
+    a.unlock("idle")
+    c = a.count()
+    assert a.write("wakeup_count", b"%d" % c) == len(str(c))
+    assert a.write("state", b"mem") == 3
+    a.lock("held")
+    a.write("wake_lock", b"timed 60000000000")       # 60 s timeout
+    os.chown(a.path("wake_lock"), 1001, 3010)
+    os.chmod(a.path("wake_lock"), 0o660)
+    before = a.sources()
+    time.sleep(0.3)
+    b = restart(mount, a, f"--state-file={state}")
+    assert b.active() == [b"held", b"timed"]
+    assert b.inactive() == [b"idle"]
+    st = os.stat(b.path("wake_lock"))
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (1001, 3010, 0o660)
+    assert b.read("suspend_stats/success") == b"1\n"
+    after = b.sources()
+    for name in (b"held", b"idle", b"timed", b"autosleep"):
+        for field in ("active_count", "event_count", "wakeup_count",
+                      "expire_count"):
+            assert getattr(after[name], field) == \
+                getattr(before[name], field), (name, field)
+        assert after[name].total_time >= before[name].total_time
+    b.unlock("held", "timed")
+    # The registered count went on from where it was.
+    assert b.count() == c + 2
+
+
+def test_remaining_timeout_is_kept(mount, tmp_path):
+    state = tmp_path / "state"
+    a = mount(f"--state-file={state}")
+    a.write("wake_lock", b"short 1500000000")         # 1.5 s
+    time.sleep(0.5)
+    b = restart(mount, a, f"--state-file={state}")
+    assert b.active() == [b"short"]
+    # About 1 s was left: it expires on time, not 1.5 s after the restart.
+    assert wait_until(lambda: b.active() == [], timeout=1.4)
+    assert b.sources()[b"short"].expire_count == 1
+
+
+def test_registered_count_and_autosleep_survive(mount, tmp_path):
+    state = tmp_path / "state"
+    a = mount(f"--state-file={state}", "--simulate-sleep-ms=50")
+    for i in range(5):
+        a.lock("x")
+        a.unlock("x")
+    a.lock("x")                          # keep autosleep from suspending
+    a.write("autosleep", b"mem")
+    a.unlock("x")
+    a.lock("x")
+    n = a.sources()[b"x"].active_count
+    b = restart(mount, a, f"--state-file={state}", "--simulate-sleep-ms=50")
+    assert b.read("autosleep") == b"mem\n"
+    assert b.sources()[b"x"].active_count == n
+    b.write("autosleep", b"off")
+    b.unlock("x")
+    count = int(b.read("wakeup_count"))
+    assert count >= 5 + 1 + 1 + 1
+
+
+def test_saved_soon_after_a_change_and_atomically(mount, tmp_path):
+    state = tmp_path / "state"
+    a = mount(f"--state-file={state}")
+    a.lock("soon")
+    assert wait_until(lambda: b"lock 736f6f6e" in state.read_bytes(), 1.0)
+    assert sorted(os.listdir(tmp_path)) == ["state"]   # no temp files left
+    assert os.stat(state).st_mode & 0o777 == 0o600
+    a.unlock("soon")
+
+
+def test_saved_at_exit_even_within_the_coalescing_window(mount, tmp_path):
+    state = tmp_path / "state"
+    a = mount(f"--state-file={state}")
+    a.lock("first")
+    time.sleep(0.3)
+    a.lock("last")                       # saved by the exit, not the timer
+    a.proc.send_signal(signal.SIGTERM)
+    assert a.proc.wait(5) == 0
+    assert not os.path.ismount(a.mnt)
+    assert b"lock 6c617374" in state.read_bytes()
+    conftest._live.discard(a)
+    a.stop = lambda: None
+
+
+def test_corrupt_file_is_reported_and_ignored(mount, tmp_path):
+    state = tmp_path / "state"
+    for junk in (b"\x00\xff garbage [[[", b"[powerfs]\nformat=1\nregist",
+                 b"[powerfs]\nformat=9\n", b""):
+        state.write_bytes(junk)
+        pfs = mount(f"--state-file={state}")
+        assert pfs.read("wake_lock") == b"\n"
+        assert pfs.read("autosleep") == b"off\n"
+        assert "unusable, starting clean" in pfs.log()
+        pfs.lock("fresh")
+        pfs.unlock("fresh")
+        finish(pfs)
+    assert b"[powerfs]" in state.read_bytes()   # rewritten cleanly
+
+
+def test_missing_file_starts_clean(mount, tmp_path):
+    pfs = mount(f"--state-file={tmp_path}/new")
+    assert pfs.read("wake_lock") == b"\n"
+    assert wait_until(lambda: os.path.exists(tmp_path / "new"))
