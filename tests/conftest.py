@@ -251,7 +251,7 @@ class Powerfs:
         return int(self.read("suspend_stats/" + name))
 
     def sources(self):
-        """wakeup_sources as a dict name -> Stats (plus "_order": names)."""
+        """wakeup_sources as an ordered dict name -> Stats."""
         return parse_sources(self.read_all("wakeup_sources"))
 
     def source(self, name):

@@ -28,8 +28,15 @@ def run(*args, timeout=10):
 def tmpdir_():
     d = tempfile.mkdtemp(prefix="powerfs-cli-")
     yield d
-    if os.path.ismount(os.path.join(d, "mnt")):
-        subprocess.run([FUSERMOUNT, "-uz", os.path.join(d, "mnt")])
+    # Whatever a failed test left behind: a (possibly dead) mount, a daemon.
+    mnt = os.path.join(d, "mnt")
+    subprocess.run([FUSERMOUNT, "-uz", mnt], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    for pid in find_daemon(mnt):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     shutil.rmtree(d, ignore_errors=True)
 
 
@@ -121,31 +128,21 @@ def test_background_mode(tmpdir_):
     mnt = os.path.join(tmpdir_, "mnt")
     os.mkdir(mnt)
     log = os.path.join(tmpdir_, "log")
-    pids = []
-    try:
-        with open(log, "wb") as f:
-            r = subprocess.run([POWERFS, "--simulate-sleep-ms=10", mnt],
-                               stdin=subprocess.DEVNULL, stdout=f, stderr=f,
-                               timeout=10)
-        assert r.returncode == 0, open(log).read()
-        assert os.path.ismount(mnt), "not mounted when the command returned"
-        with open(os.path.join(mnt, "state"), "rb") as f:
-            assert f.read() == b"freeze mem disk\n"
-        pids = find_daemon(mnt)
-        assert len(pids) == 1, pids
-        u = subprocess.run([FUSERMOUNT, "-u", mnt], capture_output=True)
-        assert u.returncode == 0, u.stderr
-        assert wait_until(lambda: not os.path.exists(f"/proc/{pids[0]}"),
-                          timeout=5), "daemon still running after unmount"
-        pids = []
-    finally:
-        if os.path.ismount(mnt):
-            subprocess.run([FUSERMOUNT, "-uz", mnt])
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    with open(log, "wb") as f:
+        r = subprocess.run([POWERFS, "--simulate-sleep-ms=10", mnt],
+                           stdin=subprocess.DEVNULL, stdout=f, stderr=f,
+                           timeout=10)
+    assert r.returncode == 0, open(log).read()
+    assert os.path.ismount(mnt), "not mounted when the command returned"
+    with open(os.path.join(mnt, "state"), "rb") as f:
+        assert f.read() == b"freeze mem disk\n"
+    pids = find_daemon(mnt)
+    assert len(pids) == 1, pids
+    u = subprocess.run([FUSERMOUNT, "-u", mnt], capture_output=True)
+    assert u.returncode == 0, u.stderr
+    assert wait_until(lambda: not os.path.exists(f"/proc/{pids[0]}"),
+                      timeout=5), "daemon still running after unmount"
+    # (tmpdir_ cleans up after a failure.)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM])

@@ -2,6 +2,7 @@
 restart; a corrupt file is reported and ignored."""
 
 import os
+import shutil
 import signal
 import time
 
@@ -106,7 +107,7 @@ def test_saved_at_exit_even_within_the_coalescing_window(mount, tmp_path):
     assert not os.path.ismount(a.mnt)
     assert b"lock 6c617374" in state.read_bytes()
     conftest._live.discard(a)
-    a.stop = lambda: None
+    a.stop = lambda: shutil.rmtree(a.tmpdir, ignore_errors=True)
 
 
 def test_corrupt_file_is_reported_and_ignored(mount, tmp_path):

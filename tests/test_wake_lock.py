@@ -131,9 +131,9 @@ def test_shorter_timeout_does_not_shorten(pfs):
 
 def test_longer_timeout_extends(pfs):
     t0 = time.monotonic()
-    pfs.lock(b"lg %d" % (100 * MS))
+    pfs.lock(b"lg %d" % (200 * MS))
     pfs.lock(b"lg %d" % (700 * MS))
-    time.sleep(0.35)
+    time.sleep(0.45)
     assert pfs.active() == [b"lg"]
     assert wait_until(lambda: pfs.active() == [], timeout=5)
     assert time.monotonic() - t0 >= 0.6

@@ -247,3 +247,22 @@ def test_write_with_a_lock_active(pfs):
         pfs.unlock("wact")
     with raises_errno(errno.EINVAL):
         pfs.write("wakeup_count", b"%d" % n)     # now stale
+
+
+def test_count_does_not_wrap_at_16_bits(mount):
+    """Deviation: the kernel's count wraps at 65536; powerfs's does not."""
+    p = mount("--simulate-sleep-ms=10")
+    lk = os.open(p.path("wake_lock"), os.O_WRONLY)
+    ul = os.open(p.path("wake_unlock"), os.O_WRONLY)
+    try:
+        for _ in range(65536 + 5):
+            os.write(lk, b"w16")
+            os.write(ul, b"w16")
+    finally:
+        os.close(lk)
+        os.close(ul)
+    assert p.read("wakeup_count") == b"65541\n"
+    with raises_errno(errno.EINVAL):
+        p.write("wakeup_count", b"5")
+    assert p.write("wakeup_count", b"65541") == 5
+    assert p.write("state", b"mem") == 3
