@@ -103,6 +103,7 @@ struct locked_store {
 	enum pm_state state;
 	pf_store_done done;
 	gpointer data;
+	gboolean answered;	/* the writer has its answer already */
 };
 
 static void locked_store_free(struct locked_store *ls)
@@ -115,7 +116,8 @@ static void locked_store_finish(struct locked_store *ls, gssize result)
 {
 	struct suspend *s = ls->pw->suspend;
 
-	ls->done(result, ls->data);
+	if (!ls->answered)
+		ls->done(result, ls->data);
 	locked_store_free(ls);
 	suspend_unlock(s);
 }
@@ -138,7 +140,7 @@ static gssize store_locked(struct power *pw,
 	gssize ret;
 
 	*ls = (struct locked_store){ pw, run, g_strndup(buf, len), len,
-				     PM_ON, done, data };
+				     PM_ON, done, data, FALSE };
 	/* g_strndup stops at a NUL; keep the bytes after it too. */
 	memcpy(ls->buf, buf, len);
 	if (!suspend_lock(pw->suspend, locked_store_resume, ls))
@@ -166,6 +168,17 @@ static int state_show(struct power *pw, GString *out)
 	return 0;
 }
 
+/* The host is about to sleep (logind): the writer must not be inside its
+ * request while the host freezes tasks, so it gets its answer now.  The
+ * transition lock stays held until the resume. */
+static void state_sleeping(gpointer data)
+{
+	struct locked_store *ls = data;
+
+	ls->answered = TRUE;
+	ls->done((gssize)ls->len, ls->data);
+}
+
 static void state_resumed(int error, gpointer data)
 {
 	struct locked_store *ls = data;
@@ -188,7 +201,9 @@ static gssize state_store_locked(struct locked_store *ls)
 	if (!(suspend_valid_states(pw->suspend) & PM_STATE_BIT(state)))
 		return -ENOSYS;
 	ret = suspend_enter(pw->suspend, state, state_resumed, ls);
-	return ret == PF_PENDING ? PF_PENDING : ret;
+	if (ret == PF_PENDING)
+		suspend_when_sleeping(pw->suspend, state_sleeping, ls);
+	return ret;
 }
 
 static gssize state_store(struct power *pw, const struct pf_caller *caller,

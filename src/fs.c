@@ -341,26 +341,30 @@ static void store_done(gssize result, gpointer data)
 	g_free(p);
 }
 
-/* Answer every parked request now: blocked reads fail with EINTR (the
- * caller retries, as after a signal), writes get write_error, or succeed
- * with their length if it is 0.  The core's late answers are dropped. */
+/* Answer parked requests now.  Blocked reads fail with EINTR (the caller
+ * retries, as after a signal).  With write_error, pending writes fail with
+ * it and the core's late answers are dropped; without, they stay: their
+ * result is not known yet. */
 static void answer_parked(struct pf_fs *fs, int write_error)
 {
-	GList *l;
+	GList *l = fs->parked.head;
 
-	while ((l = g_queue_pop_head_link(&fs->parked))) {
+	while (l) {
 		struct parked *p = l->data;
+		GList *next = l->next;
 
 		if (p->waiter) {
+			g_queue_unlink(&fs->parked, l);
 			wakeup_cancel_wait(p->waiter);
 			fuse_reply_err(p->req, EINTR);
 			g_free(p);
-			continue;
+		} else if (write_error) {
+			g_queue_unlink(&fs->parked, l);
+			reply_store(p->req, -write_error);
+			p->req = NULL;
+			g_queue_push_tail_link(&fs->answered, &p->link);
 		}
-		reply_store(p->req, write_error ? -write_error :
-						  (gssize)p->len);
-		p->req = NULL;
-		g_queue_push_tail_link(&fs->answered, &p->link);
+		l = next;
 	}
 }
 
@@ -369,8 +373,7 @@ void pf_fs_answer_parked(struct pf_fs *fs)
 	guint n = g_queue_get_length(&fs->parked);
 
 	if (n)
-		g_message("system going to sleep: answering %u waiting "
-			  "request%s", n, n == 1 ? "" : "s");
+		g_message("system going to sleep: releasing waiting readers");
 	answer_parked(fs, 0);
 }
 

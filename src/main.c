@@ -149,6 +149,8 @@ static struct backend *make_backend(struct pf_clock *clock,
 	const char *name = opt.backend ? opt.backend : "simulate";
 	g_autoptr(GError) error = NULL;
 
+	if (opt.inhibit_sleep && strcmp(name, "logind"))
+		usage_error("--inhibit-sleep needs --backend=logind");
 	if (g_str_has_prefix(name, "sysfs:")) {
 		const char *dir = name + strlen("sysfs:");
 		g_autofree char *real = realpath(dir, NULL);
@@ -173,8 +175,6 @@ static struct backend *make_backend(struct pf_clock *clock,
 			fail(1, "%s", error->message);
 		return be;
 	}
-	if (opt.inhibit_sleep)
-		usage_error("--inhibit-sleep needs --backend=logind");
 	if (!strcmp(name, "simulate"))
 		return backend_simulate_new(
 			clock, opt.simulate_sleep_ms,

@@ -29,6 +29,8 @@ struct suspend {
 	gboolean external_sleep;	/* started by someone else */
 	wakeup_func sleep_hook;
 	gpointer sleep_hook_data;
+	wakeup_func sleeping_func;	/* of the attempt in progress */
+	gpointer sleeping_data;
 };
 
 static const char *const state_labels[PM_NR_STATES] = {
@@ -52,6 +54,12 @@ static void system_sleeping(gpointer data)
 		s->external_sleep = TRUE;
 		g_message("the system is going to sleep");
 	}
+	if (s->sleeping_func) {
+		wakeup_func func = s->sleeping_func;
+
+		s->sleeping_func = NULL;
+		func(s->sleeping_data);
+	}
 	if (s->sleep_hook)
 		s->sleep_hook(s->sleep_hook_data);
 }
@@ -67,6 +75,14 @@ static void system_resumed(gpointer data)
 		wakeup_notify_changed(s->engine);
 		g_message("the system resumed");
 	}
+}
+
+void suspend_when_sleeping(struct suspend *s, wakeup_func func,
+			   gpointer data)
+{
+	g_return_if_fail(s->sleeping);
+	s->sleeping_func = func;
+	s->sleeping_data = data;
 }
 
 void suspend_set_sleep_hook(struct suspend *s, wakeup_func func,
@@ -167,6 +183,7 @@ static void attempt_finished(struct suspend *s, int error)
 {
 	wakeup_notify_changed(s->engine);
 	s->sleeping = FALSE;
+	s->sleeping_func = NULL;
 	wakeup_set_event_hook(s->engine, NULL, NULL);
 	wakeup_end_handshake(s->engine);
 	if (error) {

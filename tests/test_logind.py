@@ -288,3 +288,32 @@ def test_logind_leaving_and_returning(logind, mount):
     logind.prepare_for_sleep(True)
     logind.prepare_for_sleep(False)
     assert w.wait(5) == 3
+
+
+def test_queued_write_keeps_its_real_result_across_sleep(logind, mount):
+    """Only the state write whose sleep begins is answered early; a write
+    queued behind it gets its own result after the resume."""
+    pfs = mount("--backend=logind")
+    w = Background(write_state, pfs, b"mem")
+    assert wait_until(lambda: logind.calls("Suspend"), 5)
+    stale = Background(pfs.write, "wakeup_count", b"12345")
+    time.sleep(0.2)
+    assert not stale.finished.is_set()      # queued on the transition
+    logind.prepare_for_sleep(True)
+    assert w.wait(5) == 3
+    time.sleep(0.2)
+    assert not stale.finished.is_set()      # no made-up success
+    logind.prepare_for_sleep(False)
+    with raises_errno(errno.EINVAL):
+        stale.wait(5)
+
+
+def test_inhibit_sleep_refused_with_sysfs(tmp_path):
+    (tmp_path / "state").write_text("mem\n")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run([conftest.POWERFS, "-f", "--inhibit-sleep",
+                        f"--backend=sysfs:{tmp_path}", str(mnt)],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2
+    assert "--inhibit-sleep needs --backend=logind" in r.stderr

@@ -16,8 +16,8 @@ struct pf_fs *pf_fs_mount(struct power *pw, const char *mountpoint,
 			  const char *mount_options, gboolean debug,
 			  GSourceFunc on_unmounted, gpointer data,
 			  GError **error);
-/* Answers every parked request now (the system is going to sleep): pending
- * writes succeed, blocked readers get EINTR. */
+/* The system is going to sleep: blocked readers get EINTR now.  (The state
+ * write that started the sleep is answered by the core itself.) */
 void pf_fs_answer_parked(struct pf_fs *fs);
 
 /* Owners and modes set by chown/chmod, by path ("wake_lock",

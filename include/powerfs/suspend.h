@@ -49,6 +49,12 @@ gboolean suspend_in_progress(const struct suspend *s);
 int suspend_enter(struct suspend *s, enum pm_state state,
 		  backend_done_func done, gpointer data);
 
+/* For the attempt in progress: call func once when the backend reports that
+ * the system is about to sleep (logind's PrepareForSleep), before the sleep
+ * hook runs.  A state write is answered then, not after resume. */
+void suspend_when_sleeping(struct suspend *s, wakeup_func func,
+			   gpointer data);
+
 const struct suspend_stats *suspend_get_stats(const struct suspend *s);
 /* Restoring saved statistics (--state-file). */
 void suspend_load_stats(struct suspend *s, const struct suspend_stats *stats);
