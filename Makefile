@@ -67,7 +67,7 @@ unit: $(patsubst %,$(BUILD)/%,$(UNIT_TESTS))
 # The README's test command.  Runs the unit tests, then the black-box suite on
 # real mounts (as root).
 check: deps
-	$(MAKE) powerfs unit
+	$(MAKE) $(BUILD)/powerfs unit
 	POWERFS=$(CURDIR)/$(BUILD)/powerfs $(PYTHON) -m pytest -q tests
 
 run: deps
