@@ -19,16 +19,13 @@
  * offset 0 (or at an offset the open file has no snapshot for), a read that
  * continues where the last one ended served from that snapshot.
  */
-#define FUSE_USE_VERSION 34
-#include <fuse_lowlevel.h>
+#include "powerfs/fuse-session.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <gio/gio.h>
-#include <glib-unix.h>
 
 #include "powerfs/class-wakeup.h"
 
@@ -70,10 +67,7 @@ G_STATIC_ASSERT(N_FIELDS < INO_PER_SOURCE);
 
 struct pf_class_wakeup {
 	struct wakeup_engine *engine;
-	struct fuse_session *se;
-	char *mountpoint;
-	guint fd_watch;
-	struct fuse_buf buf;
+	struct pf_session *session;
 	struct timespec mounted_at;
 };
 
@@ -90,9 +84,7 @@ struct node {
 struct open_file {
 	guint id, field;
 	uintptr_t ws;		/* the source at open time, as a number */
-	GString *snapshot;
-	gboolean has_snapshot;
-	off_t snapshot_end;	/* where the last read ended */
+	struct pf_snapshot snap;
 };
 
 static struct pf_class_wakeup *req_cw(fuse_req_t req)
@@ -286,13 +278,13 @@ static void cw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	of->id = n.id;
 	of->field = n.field;
 	of->ws = (uintptr_t)n.ws;
-	of->snapshot = g_string_sized_new(32);
+	of->snap.text = g_string_sized_new(32);
 	fi->fh = (uintptr_t)of;
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* The opener was interrupted; there will be no release. */
-		g_string_free(of->snapshot, TRUE);
+		g_string_free(of->snap.text, TRUE);
 		g_free(of);
 	}
 }
@@ -303,7 +295,7 @@ static void cw_release(fuse_req_t req, fuse_ino_t ino,
 	struct open_file *of = (struct open_file *)(uintptr_t)fi->fh;
 
 	(void)ino;
-	g_string_free(of->snapshot, TRUE);
+	g_string_free(of->snap.text, TRUE);
 	g_free(of);
 	fuse_reply_err(req, 0);
 }
@@ -331,17 +323,6 @@ static void show_field(const struct wakeup_source *ws, guint field,
 		g_string_truncate(out, CONTENT_MAX);
 }
 
-/* As fs.c's reply_from_snapshot(). */
-static void reply_from_snapshot(fuse_req_t req, struct open_file *of,
-				size_t size, off_t off)
-{
-	gsize len = of->snapshot->len;
-	size_t n = (gsize)off < len ? MIN(size, len - off) : 0;
-
-	of->snapshot_end = off + n;
-	fuse_reply_buf(req, of->snapshot->str + MIN((gsize)off, len), n);
-}
-
 static void cw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -349,12 +330,12 @@ static void cw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct wakeup_source *ws;
 
 	(void)ino;
-	if (off > 0 && of->has_snapshot && off == of->snapshot_end) {
-		reply_from_snapshot(req, of, size, off);
+	if (pf_snapshot_continues(&of->snap, off)) {
+		pf_snapshot_reply(req, &of->snap, size, off);
 		return;
 	}
-	g_string_truncate(of->snapshot, 0);
-	of->has_snapshot = FALSE;
+	g_string_truncate(of->snap.text, 0);
+	of->snap.valid = FALSE;
 	/* The source is gone (its id perhaps reused by another one): like
 	 * an open attribute of a removed sysfs device. */
 	ws = wakeup_source_by_id(req_cw(req)->engine, of->id);
@@ -362,9 +343,9 @@ static void cw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENODEV);
 		return;
 	}
-	show_field(ws, of->field, of->snapshot);
-	of->has_snapshot = TRUE;
-	reply_from_snapshot(req, of, size, off);
+	show_field(ws, of->field, of->snap.text);
+	of->snap.valid = TRUE;
+	pf_snapshot_reply(req, &of->snap, size, off);
 }
 
 static void cw_opendir(fuse_req_t req, fuse_ino_t ino,
@@ -460,63 +441,15 @@ out:
 	fuse_reply_buf(req, buf, used);
 }
 
-/* The tree is the engine's: nothing can be created, removed or renamed. */
-static void cw_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-		      mode_t mode, struct fuse_file_info *fi)
-{
-	(void)parent, (void)name, (void)mode, (void)fi;
-	fuse_reply_err(req, EACCES);
-}
-
-static void cw_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-		     mode_t mode, dev_t rdev)
-{
-	(void)parent, (void)name, (void)mode, (void)rdev;
-	fuse_reply_err(req, EACCES);
-}
-
-static void cw_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-		     mode_t mode)
-{
-	(void)parent, (void)name, (void)mode;
-	fuse_reply_err(req, EPERM);
-}
-
-static void cw_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-	(void)parent, (void)name;
-	fuse_reply_err(req, EPERM);
-}
-
-static void cw_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-		      fuse_ino_t newparent, const char *newname,
-		      unsigned int flags)
-{
-	(void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
-	fuse_reply_err(req, EPERM);
-}
-
-static void cw_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
-		       const char *name)
-{
-	(void)link, (void)parent, (void)name;
-	fuse_reply_err(req, EPERM);
-}
-
-static void cw_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
-		    const char *newname)
-{
-	(void)ino, (void)newparent, (void)newname;
-	fuse_reply_err(req, EPERM);
-}
-
 static void cw_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 }
 
-static const struct fuse_lowlevel_ops cw_ops = {
+/* The tree is the engine's: nothing can be created, removed or renamed
+ * (pf_session_refuse_changes() fills those in). */
+static struct fuse_lowlevel_ops cw_ops = {
 	.init = cw_init,
 	.lookup = cw_lookup,
 	.getattr = cw_getattr,
@@ -526,95 +459,34 @@ static const struct fuse_lowlevel_ops cw_ops = {
 	.read = cw_read,
 	.opendir = cw_opendir,
 	.readdir = cw_readdir,
-	.create = cw_create,
-	.mknod = cw_mknod,
-	.mkdir = cw_mkdir,
-	.unlink = cw_unlink,
-	.rmdir = cw_unlink,
-	.rename = cw_rename,
-	.symlink = cw_symlink,
-	.link = cw_link,
 };
 
-/* As fs.c's on_fuse_readable(), except that the end of this session leaves
- * the main loop running: the main mount goes on. */
-static gboolean on_fuse_readable(gint fd, GIOCondition cond, gpointer data)
-{
-	struct pf_class_wakeup *cw = data;
-	int res;
-
-	(void)fd;
-	(void)cond;
-	res = fuse_session_receive_buf(cw->se, &cw->buf);
-	if (res == -EINTR || res == -EAGAIN)
-		return G_SOURCE_CONTINUE;
-	if (res <= 0 || fuse_session_exited(cw->se)) {
-		if (res < 0)
-			g_warning("reading /dev/fuse: %s", g_strerror(-res));
-		g_message("%s was unmounted", cw->mountpoint);
-		cw->fd_watch = 0;
-		return G_SOURCE_REMOVE;
-	}
-	fuse_session_process_buf(cw->se, &cw->buf);
-	return G_SOURCE_CONTINUE;
-}
-
-/* libfuse's own messages go to whatever logger fs.c installed
- * (fuse_set_log_func() is process-wide); the error here says what failed. */
 struct pf_class_wakeup *pf_class_wakeup_mount(struct wakeup_engine *engine,
 					      const char *mountpoint,
 					      const char *mount_options,
 					      GError **error)
 {
 	struct pf_class_wakeup *cw = g_new0(struct pf_class_wakeup, 1);
-	g_autofree char *opts = g_strdup_printf(
-		"default_permissions,fsname=powerfs,subtype=powerfs%s%s",
-		mount_options && *mount_options ? "," : "",
-		mount_options ? mount_options : "");
-	char *argv[] = { "powerfs", "-o", opts, NULL };
-	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
-	int fd;
 
 	cw->engine = engine;
-	cw->mountpoint = g_strdup(mountpoint);
 	clock_gettime(CLOCK_REALTIME, &cw->mounted_at);
-	cw->se = fuse_session_new(&args, &cw_ops, sizeof(cw_ops), cw);
-	fuse_opt_free_args(&args);
-	if (!cw->se) {
-		g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-			    "--class-wakeup: bad mount options \"%s\"", opts);
-		goto fail;
+	pf_session_refuse_changes(&cw_ops);
+	/* Its end leaves the main loop running: the main mount goes on. */
+	cw->session = pf_session_mount(&cw_ops, cw, mountpoint, mount_options,
+				       NULL, NULL, error);
+	if (!cw->session) {
+		g_prefix_error(error, "--class-wakeup: ");
+		g_free(cw);
+		return NULL;
 	}
-	if (fuse_session_mount(cw->se, mountpoint) != 0) {
-		g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
-			    "cannot mount on %s (run with -d for details)",
-			    mountpoint);
-		goto fail;
-	}
-	fd = fuse_session_fd(cw->se);
-	/* A request can vanish between poll and read: never block. */
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-	cw->fd_watch = g_unix_fd_add(fd, G_IO_IN | G_IO_ERR | G_IO_HUP,
-				     on_fuse_readable, cw);
 	g_message("serving wakeup source statistics on %s", mountpoint);
 	return cw;
-fail:
-	if (cw->se)
-		fuse_session_destroy(cw->se);
-	g_free(cw->mountpoint);
-	g_free(cw);
-	return NULL;
 }
 
 void pf_class_wakeup_unmount(struct pf_class_wakeup *cw)
 {
 	if (!cw)
 		return;
-	if (cw->fd_watch)
-		g_source_remove(cw->fd_watch);
-	fuse_session_unmount(cw->se);
-	fuse_session_destroy(cw->se);
-	free(cw->buf.mem);
-	g_free(cw->mountpoint);
+	pf_session_unmount(cw->session);
 	g_free(cw);
 }

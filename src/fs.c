@@ -12,18 +12,14 @@
  * whole command whatever the file offset.  All files are opened direct_io, so
  * no read is ever served from the page cache.
  */
-#define FUSE_USE_VERSION 34
-#include <fuse_lowlevel.h>
-
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <gio/gio.h>
-#include <glib-unix.h>
 
 #include "powerfs/attrs.h"
 #include "powerfs/fs.h"
+#include "powerfs/fuse-session.h"
 
 /* The attribute table never changes while mounted: let the kernel cache
  * names and attributes (a write invalidates the size it caches itself). */
@@ -40,18 +36,13 @@ struct node {
 
 struct open_file {
 	const struct node *node;
-	GString *snapshot;
-	gboolean has_snapshot;
-	off_t snapshot_end;	/* where the last read ended */
+	struct pf_snapshot snap;
 };
 
 struct pf_fs {
 	struct power *pw;
-	struct fuse_session *se;
-	char *mountpoint;
+	struct pf_session *session;
 	gboolean debug;
-	guint fd_watch;
-	struct fuse_buf buf;
 	struct node *nodes;	/* nodes[ino - 1] */
 	guint n_nodes;
 	struct timespec mounted_at;
@@ -59,8 +50,6 @@ struct pf_fs {
 	GQueue answered;	/* struct parked: answered early, core pending */
 	GQueue interrupted;	/* struct parked: to be answered EINTR */
 	guint interrupt_idle;
-	GSourceFunc on_unmounted;
-	gpointer on_unmounted_data;
 };
 
 struct parked {
@@ -188,13 +177,13 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	of = g_new0(struct open_file, 1);
 	of->node = n;
-	of->snapshot = g_string_sized_new(64);
+	of->snap.text = g_string_sized_new(64);
 	fi->fh = (uintptr_t)of;
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* The opener was interrupted; there will be no release. */
-		g_string_free(of->snapshot, TRUE);
+		g_string_free(of->snap.text, TRUE);
 		g_free(of);
 	}
 }
@@ -205,19 +194,9 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino,
 	struct open_file *of = (struct open_file *)(uintptr_t)fi->fh;
 
 	(void)ino;
-	g_string_free(of->snapshot, TRUE);
+	g_string_free(of->snap.text, TRUE);
 	g_free(of);
 	fuse_reply_err(req, 0);
-}
-
-static void reply_from_snapshot(fuse_req_t req, struct open_file *of,
-				size_t size, off_t off)
-{
-	gsize len = of->snapshot->len;
-	size_t n = (gsize)off < len ? MIN(size, len - off) : 0;
-
-	of->snapshot_end = off + n;
-	fuse_reply_buf(req, of->snapshot->str + MIN((gsize)off, len), n);
 }
 
 static void park_read(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
@@ -229,9 +208,9 @@ static void read_fresh(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
 {
 	int ret;
 
-	g_string_truncate(of->snapshot, 0);
-	of->has_snapshot = FALSE;
-	ret = of->node->attr->show(fs->pw, of->snapshot);
+	g_string_truncate(of->snap.text, 0);
+	of->snap.valid = FALSE;
+	ret = of->node->attr->show(fs->pw, of->snap.text);
 	if (ret == -EAGAIN) {
 		park_read(fs, req, of, size, off);
 		return;
@@ -240,8 +219,8 @@ static void read_fresh(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
 		fuse_reply_err(req, -ret);
 		return;
 	}
-	of->has_snapshot = TRUE;
-	reply_from_snapshot(req, of, size, off);
+	of->snap.valid = TRUE;
+	pf_snapshot_reply(req, &of->snap, size, off);
 }
 
 static void parked_read_wake(gpointer data)
@@ -314,8 +293,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct open_file *of = (struct open_file *)(uintptr_t)fi->fh;
 
 	(void)ino;
-	if (off > 0 && of->has_snapshot && off == of->snapshot_end)
-		reply_from_snapshot(req, of, size, off);
+	if (pf_snapshot_continues(&of->snap, off))
+		pf_snapshot_reply(req, &of->snap, size, off);
 	else
 		read_fresh(req_fs(req), req, of, size, off);
 }
@@ -468,56 +447,6 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	fuse_reply_buf(req, buf, used);
 }
 
-/* The set of files is fixed. */
-static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
-		      mode_t mode, struct fuse_file_info *fi)
-{
-	(void)parent, (void)name, (void)mode, (void)fi;
-	fuse_reply_err(req, EACCES);
-}
-
-static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
-		     mode_t mode, dev_t rdev)
-{
-	(void)parent, (void)name, (void)mode, (void)rdev;
-	fuse_reply_err(req, EACCES);
-}
-
-static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
-		     mode_t mode)
-{
-	(void)parent, (void)name, (void)mode;
-	fuse_reply_err(req, EPERM);
-}
-
-static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-	(void)parent, (void)name;
-	fuse_reply_err(req, EPERM);
-}
-
-static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-		      fuse_ino_t newparent, const char *newname,
-		      unsigned int flags)
-{
-	(void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
-	fuse_reply_err(req, EPERM);
-}
-
-static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
-		       const char *name)
-{
-	(void)link, (void)parent, (void)name;
-	fuse_reply_err(req, EPERM);
-}
-
-static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
-		    const char *newname)
-{
-	(void)ino, (void)newparent, (void)newname;
-	fuse_reply_err(req, EPERM);
-}
-
 static void fs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
@@ -527,7 +456,9 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 }
 
-static const struct fuse_lowlevel_ops fs_ops = {
+/* The set of files is fixed: pf_session_refuse_changes() fills in the
+ * handlers that would create, remove or rename. */
+static struct fuse_lowlevel_ops fs_ops = {
 	.init = fs_init,
 	.lookup = fs_lookup,
 	.getattr = fs_getattr,
@@ -537,38 +468,7 @@ static const struct fuse_lowlevel_ops fs_ops = {
 	.read = fs_read,
 	.write = fs_write,
 	.readdir = fs_readdir,
-	.create = fs_create,
-	.mknod = fs_mknod,
-	.mkdir = fs_mkdir,
-	.unlink = fs_unlink,
-	.rmdir = fs_unlink,
-	.rename = fs_rename,
-	.symlink = fs_symlink,
-	.link = fs_link,
 };
-
-static gboolean on_fuse_readable(gint fd, GIOCondition cond, gpointer data)
-{
-	struct pf_fs *fs = data;
-	int res;
-
-	(void)fd;
-	(void)cond;
-	res = fuse_session_receive_buf(fs->se, &fs->buf);
-	if (res == -EINTR || res == -EAGAIN)
-		return G_SOURCE_CONTINUE;
-	if (res <= 0 || fuse_session_exited(fs->se)) {
-		if (res < 0)
-			g_warning("reading /dev/fuse: %s", g_strerror(-res));
-		g_message("%s was unmounted", fs->mountpoint);
-		fs->fd_watch = 0;
-		if (fs->on_unmounted)
-			fs->on_unmounted(fs->on_unmounted_data);
-		return G_SOURCE_REMOVE;
-	}
-	fuse_session_process_buf(fs->se, &fs->buf);
-	return G_SOURCE_CONTINUE;
-}
 
 static void build_nodes(struct pf_fs *fs)
 {
@@ -590,79 +490,30 @@ static void build_nodes(struct pf_fs *fs)
 		};
 }
 
-/* libfuse reports problems through its own logger; keep the last message
- * for our one-line error and pass the rest to GLib's log. */
-static char *fuse_last_error;
-
-static void fuse_log_to_glib(enum fuse_log_level level, const char *fmt,
-			     va_list ap)
-{
-	g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-
-	g_strchomp(msg);
-	if (level <= FUSE_LOG_ERR) {
-		g_free(fuse_last_error);
-		fuse_last_error = g_strdup(msg);
-	}
-	g_debug("libfuse: %s", msg);
-}
-
 struct pf_fs *pf_fs_mount(struct power *pw, const char *mountpoint,
 			  const char *mount_options, gboolean debug,
 			  GSourceFunc on_unmounted, gpointer data,
 			  GError **error)
 {
 	struct pf_fs *fs = g_new0(struct pf_fs, 1);
-	g_autofree char *opts = g_strdup_printf(
-		"default_permissions,fsname=powerfs,subtype=powerfs%s%s",
-		mount_options && *mount_options ? "," : "",
-		mount_options ? mount_options : "");
-	char *argv[] = { "powerfs", "-o", opts, NULL };
-	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
-	int fd;
 
 	fs->pw = pw;
 	fs->debug = debug;
-	fs->mountpoint = g_strdup(mountpoint);
-	fs->on_unmounted = on_unmounted;
-	fs->on_unmounted_data = data;
 	g_queue_init(&fs->parked);
 	g_queue_init(&fs->answered);
 	g_queue_init(&fs->interrupted);
 	build_nodes(fs);
-
-	fuse_set_log_func(fuse_log_to_glib);
-	fs->se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), fs);
-	fuse_opt_free_args(&args);
-	if (!fs->se) {
-		g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-			    "bad mount options \"%s\": %s", opts,
-			    fuse_last_error ? fuse_last_error : "rejected");
-		goto fail;
+	pf_session_refuse_changes(&fs_ops);
+	fs->session = pf_session_mount(&fs_ops, fs, mountpoint, mount_options,
+				       on_unmounted, data, error);
+	if (!fs->session) {
+		g_free(fs->nodes);
+		g_free(fs);
+		return NULL;
 	}
-	if (fuse_session_mount(fs->se, mountpoint) != 0) {
-		g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
-			    "cannot mount on %s: %s", mountpoint,
-			    fuse_last_error ? fuse_last_error : "failed");
-		goto fail;
-	}
-	fd = fuse_session_fd(fs->se);
-	/* A request can vanish between poll and read (its caller died);
-	 * never let that block the loop. */
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-	fs->fd_watch = g_unix_fd_add(fd, G_IO_IN | G_IO_ERR | G_IO_HUP,
-				     on_fuse_readable, fs);
 	g_message("serving %s (backend %s)", mountpoint,
 		  pw->backend->ops->name);
 	return fs;
-fail:
-	g_clear_pointer(&fuse_last_error, g_free);
-	if (fs->se)
-		fuse_session_destroy(fs->se);
-	g_free(fs->nodes);
-	g_free(fs->mountpoint);
-	g_free(fs);
-	return NULL;
 }
 
 static char *node_path(struct pf_fs *fs, const struct node *n)
@@ -722,13 +573,7 @@ void pf_fs_unmount(struct pf_fs *fs)
 	if (fs->interrupt_idle)
 		g_source_remove(fs->interrupt_idle);
 	answer_interrupted(fs);
-	if (fs->fd_watch)
-		g_source_remove(fs->fd_watch);
-	fuse_session_unmount(fs->se);
-	fuse_session_destroy(fs->se);
-	free(fs->buf.mem);
-	g_clear_pointer(&fuse_last_error, g_free);
+	pf_session_unmount(fs->session);
 	g_free(fs->nodes);
-	g_free(fs->mountpoint);
 	g_free(fs);
 }

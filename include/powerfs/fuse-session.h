@@ -1,0 +1,39 @@
+/* fuse-session.h - a libfuse low-level session served from the GLib main
+ * loop, shared by the main mount (fs.c) and /sys/class/wakeup
+ * (class-wakeup.c). */
+#ifndef POWERFS_FUSE_SESSION_H
+#define POWERFS_FUSE_SESSION_H
+
+#define FUSE_USE_VERSION 34
+#include <fuse_lowlevel.h>
+#include <glib.h>
+
+struct pf_session;
+
+/* Mounts with "default_permissions" plus mount_options (may be NULL) and
+ * serves requests from the thread-default main context, one per wake-up.
+ * on_unmounted (may be NULL) runs when the kernel ends the session. */
+struct pf_session *pf_session_mount(const struct fuse_lowlevel_ops *ops,
+				    void *userdata, const char *mountpoint,
+				    const char *mount_options,
+				    GSourceFunc on_unmounted, gpointer data,
+				    GError **error);
+void pf_session_unmount(struct pf_session *ps);
+
+/* Fill in the handlers that create, remove or rename entries: a fixed tree
+ * refuses them (create and mknod: EACCES; the rest: EPERM). */
+void pf_session_refuse_changes(struct fuse_lowlevel_ops *ops);
+
+/* Per-open content, as sysfs keeps it: generated when a read starts at
+ * offset 0 or anywhere but where the last read ended, which is served from
+ * the snapshot instead. */
+struct pf_snapshot {
+	GString *text;
+	gboolean valid;
+	off_t end;		/* where the last read ended */
+};
+gboolean pf_snapshot_continues(const struct pf_snapshot *snap, off_t off);
+void pf_snapshot_reply(fuse_req_t req, struct pf_snapshot *snap, size_t size,
+		       off_t off);
+
+#endif
