@@ -3,8 +3,8 @@
  * Suspend() and Hibernate() return once logind has queued the sleep, so the
  * result comes from the PrepareForSleep signal: true just before the host
  * sleeps, false after it resumed.  If the sleep does not begin within the
- * suspend timeout (another program holds a block inhibitor), the attempt
- * fails with EBUSY.
+ * suspend timeout (logind refused to start it, or a delay inhibitor held
+ * it up), the attempt fails with EBUSY.
  *
  * powerfs holds a "delay" inhibitor for sleep so that, whoever starts a
  * sleep, it can first answer the requests parked in the file system: no
@@ -209,7 +209,7 @@ static void sleep_never_began(gpointer data)
 	struct logind *li = data;
 
 	g_warning("logind did not start the sleep within %" G_GINT64_FORMAT
-		  " s (a block inhibitor?)",
+		  " s",
 		  li->suspend_timeout_us / G_USEC_PER_SEC);
 	finish(li, -EBUSY);
 }

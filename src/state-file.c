@@ -42,7 +42,8 @@ static char *name_from_group(const char *group)
 	gsize n = strlen(hex);
 	char *name;
 
-	if (n == 0 || n % 2)
+	/* A name comes from one write: at most a page. */
+	if (n == 0 || n % 2 || n / 2 > 4096)
 		return NULL;
 	name = g_malloc(n / 2 + 1);
 	for (gsize i = 0; i < n / 2; i++) {

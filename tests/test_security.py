@@ -1,0 +1,1003 @@
+"""Security review (SECURITY.md): one test per claim.
+
+Each test is named in SECURITY.md next to the claim it checks, and fails if
+that claim stops being true.  Some tests pin down a documented risk (what a
+writer CAN do that a reader of the kernel's interface might not expect); they
+say so in their docstring, and must be updated together with SECURITY.md when
+the behaviour is hardened.
+"""
+
+import ctypes
+import errno
+import os
+import random
+import re
+import signal
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import conftest
+from conftest import (CAP_BLOCK_SUSPEND, PYTHON, Background, ChildSetupError,
+                      Reader, open_close, open_read_close, open_write_close,
+                      raises_errno, run_in_child, wait_until)
+
+CAP_CHOWN = 0
+CAP_DAC_OVERRIDE = 1
+CAP_DAC_READ_SEARCH = 2
+CAP_FOWNER = 3
+PR_SET_DUMPABLE = 4
+
+USER = dict(uid=1000, gid=1000, groups=[])
+OTHER = dict(uid=2000, gid=2000, groups=[])
+# A container's root as the host sees it: an unprivileged kernel uid.
+CONTAINER_ROOT = dict(uid=100000, gid=100000, groups=[])
+
+RW_FILES = ("state", "wakeup_count", "autosleep", "wake_lock", "wake_unlock")
+RO_FILES = ("wakeup_sources",) + tuple("suspend_stats/" + n
+                                       for n in conftest.STATS_FILES)
+MiB = 1024 * 1024
+
+
+# --- helpers -----------------------------------------------------------------
+
+def write_as(p, name, data, **who):
+    return run_in_child(open_write_close, p.path(name), data, **who)
+
+
+def in_userns(fn, *args, **who):
+    """fn(*args) in a child that created a new user namespace (it holds
+    every capability there); skips if the kernel refuses namespaces."""
+    try:
+        return run_in_child(fn, *args, new_userns=True, **who)
+    except ChildSetupError as e:
+        pytest.skip(f"cannot create a user namespace: {e}")
+
+
+def as_container_root(fn, *args):
+    """For in_userns(..., **CONTAINER_ROOT): map root of the new namespace
+    to the host uid 100000, as a container runtime does, then fn(*args) as
+    that root (uid 0 there, every capability there)."""
+    # setresuid() made us non-dumpable, which hides /proc/self from us.
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) == 0
+    with open("/proc/self/setgroups", "w") as f:
+        f.write("deny")
+    for name in ("uid_map", "gid_map"):
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write("0 100000 1")
+    assert (os.getuid(), os.getgid()) == (0, 0)
+    return fn(*args)
+
+
+def ct_root(fn, *args):
+    """fn(*args) as a container's root (see as_container_root)."""
+    return in_userns(as_container_root, fn, *args, **CONTAINER_ROOT)
+
+
+def mode_owner(path):
+    st = os.stat(path)
+    return stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def measurable(p):
+    """False if the server runs under AddressSanitizer: its quarantine keeps
+    freed memory, so RSS says nothing there (LeakSanitizer, which the
+    fixture's log scan reports, covers leaks in that build instead)."""
+    with open(f"/proc/{p.proc.pid}/maps") as f:
+        return "libasan" not in f.read()
+
+
+def user_sources(p):
+    """Names of the wake locks (active and inactive)."""
+    return p.active() + p.inactive()
+
+
+def mount_entry(mnt):
+    """(mount options, fs type, source, super options) from mountinfo."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, right = line.split(" - ")
+            fields = left.split()
+            if fields[4] == mnt:
+                fstype, source, sopts = right.split()
+                return set(fields[5].split(",")), fstype, source, \
+                    set(sopts.split(","))
+    raise AssertionError(f"{mnt} not in mountinfo")
+
+
+def finish(inst):
+    """Unmount now (exit status and log checked); the fixture then has
+    nothing left to do for it."""
+    inst.stop()
+    inst.stop = lambda: None
+
+
+_WRITER = r'''
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+sys.stdout.write("ready\n"); sys.stdout.flush()
+try:
+    n = os.write(fd, sys.argv[2].encode())
+    sys.stdout.write("ok %d\n" % n)
+except OSError as e:
+    sys.stdout.write("err %d\n" % e.errno)
+sys.stdout.flush()
+'''
+
+
+def start_writer(path, data):
+    """A child process doing one write(2) of data to path."""
+    proc = subprocess.Popen([PYTHON, "-c", _WRITER, path, data],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    conftest._children.append(proc)
+    assert proc.stdout.readline() == b"ready\n"
+    return proc
+
+
+# === Defaults ================================================================
+
+def test_default_mount_options(mount):
+    """default_permissions always; allow_other only when asked; nosuid,
+    nodev; the source and type name powerfs."""
+    p = mount()
+    mopts, fstype, source, sopts = mount_entry(p.mnt)
+    assert {"nosuid", "nodev"} <= mopts
+    assert (fstype, source) == ("fuse.powerfs", "powerfs")
+    assert "default_permissions" in sopts
+    assert "allow_other" not in sopts
+    for d in (p.path(), p.path("suspend_stats")):
+        assert mode_owner(d) == (0o755, 0, 0)
+    q = mount("-o", "allow_other")
+    _, _, _, sopts = mount_entry(q.mnt)
+    assert {"default_permissions", "allow_other"} <= sopts
+
+
+def test_without_allow_other_other_uids_get_eacces(mount):
+    p = mount()
+    for who in (USER, CONTAINER_ROOT):
+        for path in (p.path(), p.path("state"), p.path("wakeup_sources")):
+            with raises_errno(errno.EACCES):
+                run_in_child(os.stat, path, **who)
+        with raises_errno(errno.EACCES):
+            run_in_child(os.listdir, p.path(), **who)
+        with raises_errno(errno.EACCES):
+            run_in_child(open_read_close, p.path("wake_lock"), **who)
+    # The mounting user (root) is served.
+    assert p.read("state") == b"freeze mem disk\n"
+
+
+def test_allow_other_default_modes_refuse_writes(mount):
+    p = mount("-o", "allow_other")
+    for name in RW_FILES:
+        assert mode_owner(p.path(name)) == (0o644, 0, 0)
+        for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_TRUNC):
+            with raises_errno(errno.EACCES):
+                run_in_child(open_close, p.path(name), flags, **USER)
+        # Reading is allowed (0644).
+        run_in_child(open_read_close, p.path(name), **USER)
+    assert p.read("wake_lock") == b"\n"
+    assert p.read("suspend_stats/success") == b"0\n"
+
+
+def test_chmod_0666_still_needs_cap_for_wake_lock(mount):
+    p = mount("-o", "allow_other")
+    for name in ("wake_lock", "wake_unlock"):
+        os.chmod(p.path(name), 0o666)
+        for data in (b"usr", b"usr 1000", b"\n"):
+            with raises_errno(errno.EPERM):
+                write_as(p, name, data, **USER)
+    assert p.read("wake_lock") == b"\n"
+    assert p.read("wake_unlock") == b"\n"
+
+
+def test_chmod_0666_gives_state_autosleep_wakeup_count_away(mount):
+    """No capability guards these three files: write access is all it
+    takes, so granting it is the admin's decision (state = suspend)."""
+    p = mount("-o", "allow_other", "--simulate-sleep-ms=10")
+    for name in ("state", "autosleep", "wakeup_count"):
+        os.chmod(p.path(name), 0o666)
+    n = p.count()
+    assert write_as(p, "wakeup_count", b"%d" % n, **USER) == len(str(n))
+    assert write_as(p, "state", b"mem", **USER) == 3
+    assert p.read("suspend_stats/success") == b"1\n"
+    assert write_as(p, "autosleep", b"off", **USER) == 3
+    assert p.count() == n + 1
+
+
+def test_shipped_configurations_ask_for_allow_other():
+    """The systemd unit and scripts/powerfs-container both mount with
+    allow_other: there the modes are the only boundary."""
+    unit = (conftest.REPO / "dist" / "powerfs.service.in").read_text()
+    assert re.search(r"^ExecStart=.*-o allow_other", unit, re.M)
+    script = (conftest.REPO / "scripts" / "powerfs-container").read_text()
+    assert re.search(r'^"\$powerfs" -o allow_other', script, re.M)
+
+
+# === Ownership, modes, the fixed tree ========================================
+
+def test_only_cap_chown_changes_the_owner(mount):
+    p = mount("-o", "allow_other")
+    path = p.path("wake_lock")
+    with raises_errno(errno.EPERM):
+        run_in_child(os.chown, path, 1000, 1000, **USER)
+    with raises_errno(errno.EPERM):                 # root without CAP_CHOWN
+        run_in_child(os.chown, path, 1000, 1000, drop_caps=[CAP_CHOWN])
+    assert mode_owner(path) == (0o644, 0, 0)
+    os.chown(path, 1000, 1000)
+    assert mode_owner(path) == (0o644, 1000, 1000)
+    # Not even the owner may give the file away...
+    with raises_errno(errno.EPERM):
+        run_in_child(os.chown, path, 2000, -1, uid=1000, gid=1000,
+                     groups=[1001])
+    # ... nor move it to a group it is not in; one of its own groups is the
+    # standard Unix rule.
+    with raises_errno(errno.EPERM):
+        run_in_child(os.chown, path, -1, 2002, uid=1000, gid=1000,
+                     groups=[1001])
+    run_in_child(os.chown, path, -1, 1001, uid=1000, gid=1000, groups=[1001])
+    assert mode_owner(path) == (0o644, 1000, 1001)
+
+
+def test_owner_can_chmod_others_cannot(mount):
+    p = mount("-o", "allow_other")
+    path = p.path("wake_lock")
+    with raises_errno(errno.EPERM):
+        run_in_child(os.chmod, path, 0o666, **USER)
+    os.chown(path, 1000, 1000)
+    with raises_errno(errno.EPERM):
+        run_in_child(os.chmod, path, 0o666, **OTHER)
+    with raises_errno(errno.EPERM):                 # root without CAP_FOWNER
+        run_in_child(os.chmod, path, 0o600, drop_caps=[CAP_FOWNER])
+    run_in_child(os.chmod, path, 0o666, **USER)
+    assert mode_owner(path) == (0o666, 1000, 1000)
+    # What the owner opened up, others may now use (write access; the
+    # capability check still applies to wake_lock).
+    run_in_child(open_close, path, os.O_WRONLY, **OTHER)
+
+
+def test_root_is_bound_by_modes_only_through_capabilities(mount):
+    """The kernel checks the modes (default_permissions): root passes with
+    CAP_DAC_OVERRIDE, and fails like anyone else without it."""
+    p = mount()
+    os.chmod(p.path("wake_lock"), 0)
+    assert p.write("wake_lock", b"r0") == 2
+    p.unlock("r0")
+    with raises_errno(errno.EACCES):
+        write_as(p, "wake_lock", b"r1",
+                 drop_caps=[CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH])
+    assert p.read("wake_lock") == b"\n"
+
+
+def test_files_cannot_be_created_removed_or_renamed(mount):
+    p = mount("-o", "allow_other")
+    before = sorted(os.listdir(p.path()))
+    m = p.path
+    with raises_errno(errno.EACCES):
+        os.open(m("new"), os.O_CREAT | os.O_WRONLY, 0o644)
+    with raises_errno(errno.EACCES):
+        os.mknod(m("node"), 0o644 | stat.S_IFREG)
+    for call in (lambda: os.mkdir(m("dir")),
+                 lambda: os.unlink(m("state")),
+                 lambda: os.unlink(m("suspend_stats/success")),
+                 lambda: os.rmdir(m("suspend_stats")),
+                 lambda: os.rename(m("state"), m("x")),
+                 lambda: os.rename(m("state"), m("wake_lock")),
+                 lambda: os.rename(m("suspend_stats/fail"), m("fail")),
+                 lambda: os.symlink("state", m("sl")),
+                 lambda: os.link(m("state"), m("hl"))):
+        with raises_errno(errno.EPERM):
+            call()
+    # Even with the directory opened to everyone, the server refuses.
+    os.chmod(p.path(), 0o777)
+    with raises_errno(errno.EACCES):
+        run_in_child(os.open, m("new"), os.O_CREAT | os.O_WRONLY, 0o644,
+                     **USER)
+    with raises_errno(errno.EPERM):
+        run_in_child(os.unlink, m("state"), **USER)
+    # No extended attributes either.
+    with raises_errno(errno.EOPNOTSUPP):
+        os.setxattr(m("wake_lock"), "user.x", b"1")
+    assert sorted(os.listdir(p.path())) == before
+
+
+@pytest.mark.parametrize("name", RO_FILES)
+def test_read_only_files_never_open_for_writing(mount, name):
+    p = mount("-o", "allow_other")
+    assert mode_owner(p.path(name)) == (0o444, 0, 0)
+    for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_APPEND):
+        with raises_errno(errno.EACCES):
+            os.open(p.path(name), flags)
+    os.chmod(p.path(name), 0o666)
+    with raises_errno(errno.EACCES):
+        os.open(p.path(name), os.O_WRONLY)
+    with raises_errno(errno.EACCES):
+        run_in_child(open_close, p.path(name), os.O_WRONLY, **USER)
+    # Root may truncate it: accepted and ignored.
+    before = p.read(name)
+    os.truncate(p.path(name), 0)
+    assert p.read(name) == before
+
+
+def test_lock_names_are_visible_to_every_reader(mount):
+    """Information disclosure: wake_lock, wake_unlock (0644) and
+    wakeup_sources (0444) show every lock name to whoever may look."""
+    p = mount("-o", "allow_other")
+    p.lock("secret-held")
+    p.lock("secret-idle")
+    p.unlock("secret-idle")
+    assert run_in_child(open_read_close, p.path("wake_lock"), **USER) \
+        == b"secret-held\n"
+    assert run_in_child(open_read_close, p.path("wake_unlock"), **USER) \
+        == b"secret-idle\n"
+    sources = run_in_child(open_read_close, p.path("wakeup_sources"), **USER)
+    assert b"\nsecret-held " in sources and b"\nsecret-idle " in sources
+    # The admin can hide them: chmod persists and is enforced.
+    for name in ("wake_lock", "wake_unlock"):
+        os.chmod(p.path(name), 0o600)
+    os.chmod(p.path("wakeup_sources"), 0o400)
+    for name in ("wake_lock", "wake_unlock", "wakeup_sources"):
+        with raises_errno(errno.EACCES):
+            run_in_child(open_read_close, p.path(name), **USER)
+    p.unlock("secret-held")
+
+
+def test_class_wakeup_is_read_only_and_world_readable(mount):
+    # Other users must reach the mount point: not under pytest's 0700 tmp.
+    cw = Path(tempfile.mkdtemp(prefix="powerfs-cw-"))
+    os.chmod(cw, 0o755)
+    p = mount("-o", "allow_other", f"--class-wakeup={cw}")
+    p.lock("cwsecret")
+    d = [e for e in os.listdir(cw)
+         if (cw / e / "name").read_bytes() == b"cwsecret\n"]
+    assert len(d) == 1
+    name = str(cw / d[0] / "name")
+    assert run_in_child(open_read_close, name, **USER) == b"cwsecret\n"
+    _, _, _, sopts = mount_entry(str(cw))
+    assert "default_permissions" in sopts
+    with raises_errno(errno.EACCES):
+        os.open(name, os.O_WRONLY)
+    with raises_errno(errno.EPERM):
+        os.chmod(name, 0o400)
+    with raises_errno(errno.EPERM):
+        os.chown(name, 1000, 1000)
+    p.unlock("cwsecret")
+    finish(p)
+    os.rmdir(cw)
+
+
+# === Memory bounds ===========================================================
+
+def test_lock_limit_caps_distinct_names(mount):
+    p = mount()
+    ok = nospc = 0
+    fd = os.open(p.path("wake_lock"), os.O_WRONLY)
+    try:
+        for i in range(5000):
+            try:
+                os.write(fd, b"n%d" % i)
+                ok += 1
+            except OSError as e:
+                assert e.errno == errno.ENOSPC, e
+                nospc += 1
+        # Re-locking an existing name still works at the limit.
+        os.write(fd, b"n0")
+    finally:
+        os.close(fd)
+    assert (ok, nospc) == (100, 4900)
+    assert len(p.active()) == 100
+    assert len(p.sources()) == 100 + 2          # + autosleep, deleted
+    p.unlock(*(b"n%d" % i for i in range(100)))
+    assert len(user_sources(p)) == 100
+
+
+def test_unlimited_locks_with_limit_zero(mount):
+    """--wakelock-limit=0: no cap; memory is bounded only by what the
+    writers may do (documented risk)."""
+    p = mount("--wakelock-limit=0")
+    fd = os.open(p.path("wake_lock"), os.O_WRONLY)
+    try:
+        for i in range(1000):
+            os.write(fd, b"u%d" % i)
+    finally:
+        os.close(fd)
+    # (the wake_lock listing stops at 4095 bytes; wakeup_sources does not)
+    assert len(p.sources()) == 1000 + 2
+    p.unlock(*(b"u%d" % i for i in range(1000)))
+    assert p.read("wake_lock") == b"\n"
+
+
+def test_write_is_cut_to_4096_bytes(mount):
+    p = mount()
+    fd = os.open(p.path("wake_lock"), os.O_WRONLY)
+    try:
+        assert os.write(fd, b"w" * MiB) == 4096
+    finally:
+        os.close(fd)
+    names = [n for n in p.sources() if n.startswith(b"w")]
+    assert [len(n) for n in names] == [4096]
+    # wake_unlock takes the whole (cut) line as the name: a 1 MiB unlock
+    # finds the 4096-byte lock, so only the first 4096 bytes counted.
+    fd = os.open(p.path("wake_unlock"), os.O_WRONLY)
+    try:
+        assert os.write(fd, b"w" * MiB) == 4096
+    finally:
+        os.close(fd)
+    assert p.read("wake_lock") == b"\n"
+    # A longer name cannot exist: 4097 bytes are cut to 4096.
+    assert p.write("wake_lock", b"v" * 4097) == 4096
+    assert [len(n) for n in p.sources() if n.startswith(b"v")] == [4096]
+    p.unlock(b"v" * 4096)
+
+
+def test_gc_frees_idle_sources_never_held_ones(mount):
+    p = mount("--wakelock-gc-seconds=0")
+    p.lock("held")
+    for i in range(99):
+        p.lock(b"g%d" % i)
+        p.unlock(b"g%d" % i)
+    with raises_errno(errno.ENOSPC):             # held + 99 idle = 100
+        p.write("wake_lock", b"g99")
+    p.unlock(b"g0")                              # 100th unlock: not yet
+    assert len(user_sources(p)) == 100
+    # The 101st unlock since the last collection collects the idle
+    # sources; an active one is never collected.
+    p.unlock(b"g1")
+    assert (p.active(), p.inactive()) == ([b"held"], [])
+    assert p.source("deleted").active_count == 99
+    p.lock(b"g99")
+    p.unlock(b"g99", b"held")
+
+
+def test_rss_bounded_after_10000_random_cycles(mount):
+    p = mount()
+    rng = random.Random(1)
+    lk = os.open(p.path("wake_lock"), os.O_WRONLY)
+    ul = os.open(p.path("wake_unlock"), os.O_WRONLY)
+    try:
+        for _ in range(10000):
+            name = rng.randbytes(rng.randint(1, 4096)).translate(
+                None, b" \t\n\v\f\r\x00\xa0") or b"x"
+            for fd, expected in ((lk, errno.ENOSPC), (ul, errno.EINVAL)):
+                try:
+                    os.write(fd, name)
+                except OSError as e:
+                    assert e.errno == expected, e
+    finally:
+        os.close(lk)
+        os.close(ul)
+    assert len(p.sources()) == 100 + 2
+    assert p.read("wake_lock") == b"\n"
+    if measurable(p):
+        assert rss_kib(p.proc.pid) < 64 * 1024
+
+
+def test_gc_churn_does_not_leak(mount):
+    """~10,000 sources with names of up to 4096 bytes created and
+    collected: the server's memory stays flat."""
+    p = mount("--wakelock-gc-seconds=0")
+    rng = random.Random(2)
+    lk = os.open(p.path("wake_lock"), os.O_WRONLY)
+    ul = os.open(p.path("wake_unlock"), os.O_WRONLY)
+    last = None
+    try:
+        for i in range(10000):
+            if i == 1000:
+                warm = rss_kib(p.proc.pid)
+            name = b"%d-" % i + bytes(rng.choice(b"abcdefgh")
+                                      for _ in range(8)) * 500
+            try:
+                os.write(lk, name)
+            except OSError as e:
+                assert e.errno == errno.ENOSPC
+                os.write(ul, last)          # the 101st unlock collects
+                continue
+            os.write(ul, name)
+            last = name
+    finally:
+        os.close(lk)
+        os.close(ul)
+    assert p.source("deleted").active_count > 9000
+    end = rss_kib(p.proc.pid)
+    if measurable(p):
+        assert end < 64 * 1024
+        assert end - warm < 8 * 1024, (warm, end)
+
+
+def test_snapshot_per_open_is_at_most_the_content(mount):
+    """wakeup_sources has no 4096-byte cap (debugfs): with 100 names of
+    4096 bytes it is ~400 KiB, and every open fd that has read keeps one
+    copy until it is closed (documented risk: readers pin memory)."""
+    p = mount("-o", "allow_other")
+    if not measurable(p):
+        pytest.skip("RSS is meaningless under AddressSanitizer")
+    names = [b"%03d" % i + b"s" * 4093 for i in range(100)]
+    p.lock(*names)
+    size = len(p.read_all("wakeup_sources"))
+    assert 400_000 < size < 430_000
+    base = rss_kib(p.proc.pid)
+    n = 64
+
+    def hold_readers():
+        fds = [os.open(p.path("wakeup_sources"), os.O_RDONLY)
+               for _ in range(n)]
+        for fd in fds:
+            assert os.read(fd, 1) == b"n"
+        grown = rss_kib(p.proc.pid)
+        for fd in fds:
+            os.close(fd)
+        return grown
+
+    peaks = [run_in_child(hold_readers, **USER) for _ in range(4)]
+    # Each reader costs at most its snapshot: content rounded up to a power
+    # of two (GString), plus slack for the allocator.
+    bound = base + n * 2 * size // 1024 + 16 * 1024
+    assert max(peaks) < bound, (base, peaks, bound)
+    # Closing frees them: repeated rounds do not accumulate.
+    assert peaks[-1] < peaks[0] + 8 * 1024, peaks
+    p.unlock(*names)
+
+
+def test_many_unread_fds_cost_little(mount):
+    p = mount("-o", "allow_other")
+    p.lock("hold")
+    base = rss_kib(p.proc.pid)
+    fds = []
+    try:
+        for i in range(1000):
+            fds.append(os.open(p.path(RW_FILES[i % len(RW_FILES)]),
+                               os.O_RDONLY))
+        # The server still answers, others included.
+        assert run_in_child(open_read_close, p.path("state"), **USER,
+                            timeout=5) == b"freeze mem disk\n"
+        assert p.read("wake_lock") == b"hold\n"
+        if measurable(p):
+            assert rss_kib(p.proc.pid) - base < 4 * 1024
+    finally:
+        for fd in fds:
+            os.close(fd)
+    p.unlock("hold")
+
+
+# === Nobody can hang the server ==============================================
+
+def test_blocked_reader_does_not_stop_others(mount):
+    p = mount("-o", "allow_other")
+    p.lock("hold")
+    with Reader(p.path("wakeup_count")) as r:
+        r.wait_in_read()
+        assert r.blocked()
+        t0 = time.monotonic()
+        assert run_in_child(open_write_close, p.path("wake_lock"), b"other",
+                            timeout=5) == 5
+        assert run_in_child(open_read_close, p.path("wake_lock"), **USER,
+                            timeout=5) == b"hold other\n"
+        assert time.monotonic() - t0 < 2
+        assert r.blocked()
+        p.unlock("other", "hold")
+        n, err, data = r.result(5)
+    assert err == 0 and re.fullmatch(rb"\d+\n", data)
+
+
+def test_killed_or_signalled_readers_free_their_requests(mount):
+    p = mount("-d")
+    p.lock("hold")
+    for kind in ("kill", "signal") * 5:
+        mode = "handler" if kind == "signal" else "default"
+        with Reader(p.path("wakeup_count"), mode=mode) as r:
+            r.wait_in_read()
+            assert r.blocked(0.1)
+            if kind == "kill":
+                r.proc.kill()
+                r.proc.wait(5)          # not stuck in the request
+            else:
+                r.proc.send_signal(signal.SIGUSR1)
+                assert r.result(5)[:2] == (-1, errno.EINTR)
+    # Each request left the server's queue of waiting reads.
+    assert wait_until(lambda: p.log().count(
+        "wakeup_count: blocked read interrupted") == 10)
+    p.unlock("hold")
+    assert re.fullmatch(rb"\d+\n", p.read("wakeup_count"))
+
+
+def test_state_writer_waits_for_the_suspend_uninterruptibly(mount):
+    """A write to state that is suspending cannot be interrupted: even
+    SIGKILL waits until the backend ends the suspend (here a simulated
+    sleep of 1.5 s); everyone else is served meanwhile."""
+    p = mount("--simulate-sleep-ms=1500")
+    w = start_writer(p.path("state"), "mem")
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    w.kill()
+    assert p.read("wake_lock") == b"\n"
+    assert time.monotonic() - t0 < 0.5
+    w.wait(10)
+    assert 0.7 < time.monotonic() - t0 < 5
+    assert p.read("suspend_stats/success") == b"1\n"
+
+
+def test_stuck_sysfs_backend_keeps_state_writers(mount, tmp_path):
+    """Documented risk: with --backend=sysfs:DIR nothing bounds the
+    backing write; while it hangs, state and wakeup_count writers wait in
+    D state and survive SIGKILL.  Other requests are still served."""
+    (tmp_path / "state").write_text("mem\n")
+    p = mount(f"--backend=sysfs:{tmp_path}")
+    os.unlink(tmp_path / "state")
+    os.mkfifo(tmp_path / "state")        # open(O_WRONLY) blocks: no reader
+    writers = [start_writer(p.path("state"), "mem"),
+               start_writer(p.path("wakeup_count"), "0")]
+    try:
+        time.sleep(0.3)
+        for w in writers:
+            w.kill()
+        time.sleep(1)
+        assert [w.poll() for w in writers] == [None, None]
+        assert p.read("wake_lock") == b"\n"
+    finally:
+        # Let the backing write through: everyone is released.
+        fd = os.open(tmp_path / "state", os.O_RDONLY | os.O_NONBLOCK)
+        got = b""
+        try:
+            deadline = time.monotonic() + 5
+            while got != b"mem" and time.monotonic() < deadline:
+                try:
+                    got += os.read(fd, 64)
+                except BlockingIOError:
+                    pass
+                time.sleep(0.01)
+        finally:
+            os.close(fd)
+        assert got == b"mem"
+    for w in writers:
+        assert w.wait(5) == -signal.SIGKILL
+
+
+# === Containers and user namespaces ==========================================
+
+def test_container_root_can_lock_when_modes_allow(mount):
+    """Deviation: the capability is read from the writer's own user
+    namespace, so a container's root (an unprivileged uid on the host)
+    qualifies once the admin opened the file to it."""
+    p = mount("-o", "allow_other")
+    with raises_errno(errno.EACCES):                # 0644: the modes first
+        ct_root(open_write_close, p.path("wake_lock"), b"ct")
+    os.chmod(p.path("wake_lock"), 0o666)
+    os.chmod(p.path("wake_unlock"), 0o666)
+    with raises_errno(errno.EPERM):
+        write_as(p, "wake_lock", b"ct", **CONTAINER_ROOT)
+    assert ct_root(open_write_close, p.path("wake_lock"), b"ct") == 2
+    assert p.active() == [b"ct"]
+    assert ct_root(open_write_close, p.path("wake_unlock"), b"ct") == 2
+    assert p.active() == []
+
+
+def test_container_root_is_bound_by_the_modes(mount):
+    p = mount("-o", "allow_other")
+    for name in RW_FILES:
+        with raises_errno(errno.EACCES):
+            ct_root(open_close, p.path(name), os.O_WRONLY)
+    # And it cannot change them: the files' owner (host root) is not
+    # mapped in its namespace, so its capabilities do not apply to them.
+    with raises_errno(errno.EPERM):
+        ct_root(os.chmod, p.path("state"), 0o666)
+    with raises_errno(errno.EPERM):
+        ct_root(os.chown, p.path("state"), 0, 0)
+    assert mode_owner(p.path("state")) == (0o644, 0, 0)
+    # Without allow_other it cannot even look.
+    q = mount()
+    with raises_errno(errno.EACCES):
+        ct_root(os.stat, q.path("state"))
+
+
+def test_no_capability_check_leaves_only_the_modes(mount):
+    """--no-capability-check: wake_lock and wake_unlock are guarded by the
+    file modes alone."""
+    p = mount("-o", "allow_other", "--no-capability-check")
+    with raises_errno(errno.EACCES):
+        run_in_child(open_close, p.path("wake_lock"), os.O_WRONLY, **USER)
+    os.chmod(p.path("wake_lock"), 0o666)
+    os.chmod(p.path("wake_unlock"), 0o666)
+    assert write_as(p, "wake_lock", b"nocap", **USER) == 5
+    assert p.active() == [b"nocap"]
+    assert write_as(p, "wake_unlock", b"nocap", **USER) == 5
+
+
+def test_any_user_namespace_passes_the_capability_check(mount):
+    """Documented risk: creating a user namespace needs no privilege, and
+    gives its creator every capability there, so CAP_BLOCK_SUSPEND stops
+    only writers that cannot create one.  The file modes are the real
+    boundary."""
+    p = mount("-o", "allow_other")
+    os.chmod(p.path("wake_lock"), 0o666)
+    with raises_errno(errno.EPERM):
+        write_as(p, "wake_lock", b"esc", **USER)
+    assert in_userns(open_write_close, p.path("wake_lock"), b"esc",
+                     **USER) == 3
+    # Root that dropped the capability gets it back the same way.
+    with raises_errno(errno.EPERM):
+        write_as(p, "wake_lock", b"esc2", drop_caps=[CAP_BLOCK_SUSPEND])
+    assert in_userns(open_write_close, p.path("wake_lock"), b"esc2",
+                     drop_caps=[CAP_BLOCK_SUSPEND]) == 4
+    assert p.active() == [b"esc", b"esc2"]
+    p.unlock("esc", "esc2")
+    # Such root keeps kernel uid 0: no allow_other or chmod needed.
+    q = mount()
+    assert in_userns(open_write_close, q.path("wake_lock"), b"esc3",
+                     drop_caps=[CAP_BLOCK_SUSPEND]) == 4
+    q.unlock("esc3")
+
+
+def test_any_writer_can_unlock_any_lock(mount):
+    """Locks have no owner: a container allowed to write wake_unlock can
+    release the host's locks (as in the kernel)."""
+    p = mount("-o", "allow_other")
+    os.chmod(p.path("wake_unlock"), 0o666)
+    p.lock("host-lock")
+    assert ct_root(open_write_close, p.path("wake_unlock"), b"host-lock") \
+        == 9
+    assert p.active() == []
+
+
+def test_state_needs_write_access_only(mount):
+    """state takes no capability: whoever may write it may suspend (with
+    the logind or sysfs:/sys/power backend: the host)."""
+    p = mount("-o", "allow_other", "--simulate-sleep-ms=10")
+    os.chmod(p.path("state"), 0o666)
+    assert write_as(p, "state", b"mem", **CONTAINER_ROOT) == 3
+    assert ct_root(open_write_close, p.path("state"), b"freeze") == 6
+    assert p.read("suspend_stats/success") == b"2\n"
+
+
+def test_writer_outside_powerfs_pid_namespace_judged_by_uid(mount, tmp_path,
+                                                           monkeypatch):
+    """A writer that powerfs cannot see (powerfs runs in a child pid
+    namespace) arrives with pid 0: uid 0 is then enough, without the
+    capability."""
+    wrapper = tmp_path / "pidns-powerfs"
+    wrapper.write_text("#!/bin/sh\nexec unshare --pid --fork --kill-child "
+                       f"'{conftest.POWERFS}' \"$@\"\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(conftest, "POWERFS", str(wrapper))
+    p = mount("-d")
+    assert write_as(p, "wake_lock", b"pid0",
+                    drop_caps=[CAP_BLOCK_SUSPEND]) == 4
+    assert p.active() == [b"pid0"]
+    assert 'write wake_lock "pid0" by pid 0 uid 0: ok' in p.log()
+    p.unlock("pid0")
+
+
+# === Root, backends ==========================================================
+
+def test_sysfs_backend_refuses_its_own_mount_point(tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    (mnt / "state").write_text("mem\n")
+    (tmp_path / "link").symlink_to(mnt)
+    for backend in (mnt, tmp_path / "link", f"{mnt}/."):
+        r = subprocess.run([conftest.POWERFS, "-f",
+                            f"--backend=sysfs:{backend}", str(mnt)],
+                           capture_output=True, text=True, timeout=10)
+        assert r.returncode == 2, r.stderr
+        assert "loop" in r.stderr
+        assert not os.path.ismount(mnt)
+
+
+def test_sysfs_backend_writes_as_root_where_dir_state_points(mount, tmp_path):
+    """Documented risk: DIR/state is opened as root, symlinks followed;
+    whoever can write DIR chooses the file powerfs writes the state name
+    into.  DIR must be writable by root only."""
+    victim = tmp_path / "victim"
+    victim.write_text("freeze mem disk\n")
+    d = tmp_path / "dir"
+    d.mkdir()
+    (d / "state").symlink_to(victim)
+    p = mount(f"--backend=sysfs:{d}")
+    assert p.write("state", b"mem") == 3
+    assert victim.read_text() == "memeze mem disk\n"
+
+
+@pytest.fixture
+def logind(monkeypatch, tmp_path):
+    pytest.importorskip("dbus")
+    import test_logind
+    li = test_logind.Logind(str(tmp_path))
+    monkeypatch.setenv("DBUS_SYSTEM_BUS_ADDRESS", li.address)
+    try:
+        li.start_mock()
+        yield li
+    finally:
+        li.close()
+
+
+def test_logind_suspend_is_powerfs_noninteractive_call(logind, mount):
+    """An unprivileged writer allowed to write state makes powerfs (root)
+    call Suspend(false): logind judges powerfs, not the writer."""
+    p = mount("-o", "allow_other", "--backend=logind")
+    os.chmod(p.path("state"), 0o666)
+    w = Background(lambda: write_as(p, "state", b"mem", **USER))
+    assert wait_until(lambda: logind.calls("Suspend"), 5)
+    assert logind.calls("Suspend") == [[False]]
+    logind.prepare_for_sleep(True)
+    assert w.wait(5) == 3
+    logind.prepare_for_sleep(False)
+    assert wait_until(lambda: p.read("suspend_stats/success") == b"1\n")
+
+
+def test_logind_suspend_timeout_bounds_the_state_writer(logind, mount):
+    """A sleep that never begins (a block inhibitor, a slow polkit) ends
+    the write with EBUSY after --suspend-timeout; until then the writer
+    cannot be killed."""
+    p = mount("--backend=logind", "--suspend-timeout=1")
+    w = start_writer(p.path("state"), "mem")
+    assert wait_until(lambda: logind.calls("Suspend"), 5)
+    t0 = time.monotonic()
+    w.kill()
+    w.wait(5)
+    assert 0.5 < time.monotonic() - t0 < 3
+    assert wait_until(lambda: p.read("suspend_stats/fail") == b"1\n")
+    assert p.read("suspend_stats/last_failed_errno") == b"-16\n"
+
+
+def test_container_lock_holds_block_inhibitor(logind, mount):
+    """With --inhibit-sleep a container's wake lock becomes a logind block
+    inhibitor held by powerfs: the container keeps the host awake."""
+    p = mount("-o", "allow_other", "--backend=logind", "--inhibit-sleep")
+    os.chmod(p.path("wake_lock"), 0o666)
+    os.chmod(p.path("wake_unlock"), 0o666)
+
+    def blocks():
+        return [i for i in logind.powerfs_inhibitors() if i[3] == "block"]
+    assert ct_root(open_write_close, p.path("wake_lock"), b"ctr") == 3
+    assert wait_until(blocks)
+    assert blocks() == [("sleep", "powerfs", "powerfs: held by ctr",
+                         "block")]
+    ct_root(open_write_close, p.path("wake_unlock"), b"ctr")
+    assert wait_until(lambda: not blocks())
+
+
+# === The state file ==========================================================
+
+def test_state_file_is_0600_and_replaced_atomically(mount, tmp_path):
+    state = tmp_path / "state"
+    state.write_text("")                 # world-readable, not a key file
+    os.chmod(state, 0o644)
+    ino = os.stat(state).st_ino
+    p = mount(f"--state-file={state}")
+    assert stat.S_IMODE(os.stat(state).st_mode) == 0o600
+    assert os.stat(state).st_ino != ino          # renamed into place
+    seen, stop = [], threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            try:
+                seen.append(state.read_bytes())
+            except FileNotFoundError:
+                seen.append(None)
+
+    t = threading.Thread(target=watch)
+    t.start()
+    try:
+        inodes = {os.stat(state).st_ino}
+        deadline = time.monotonic() + 1.5
+        i = 0
+        while time.monotonic() < deadline:
+            p.lock(b"a%d" % (i % 50))
+            p.unlock(b"a%d" % (i % 50))
+            inodes.add(os.stat(state).st_ino)
+            i += 1
+    finally:
+        stop.set()
+        t.join()
+    # Several saves happened, each a new file renamed into place (inode
+    # numbers may be reused, so only "more than one" is certain).
+    assert len(set(seen)) > 3
+    assert len(inodes) > 1
+    assert None not in seen                     # never missing
+    for data in seen:                           # never partial
+        assert data.startswith(b"[powerfs]\n"), data[:80]
+        assert b"[file suspend_stats/last_failed_step]\n" in data
+        assert data.endswith(b"\n")
+    assert stat.S_IMODE(os.stat(state).st_mode) == 0o600
+    assert sorted(os.listdir(tmp_path)) == ["state"]
+
+
+def test_state_file_symlink_is_replaced_not_followed(mount, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    state = tmp_path / "state"
+    state.symlink_to(victim)
+    p = mount(f"--state-file={state}")
+    p.lock("x")
+    p.unlock("x")
+    assert wait_until(lambda: not os.path.islink(state))
+    assert victim.read_text() == "precious\n"
+    assert state.read_bytes().startswith(b"[powerfs]\n")
+    # (At start it was read through the link: not a key file, ignored.)
+    assert "unusable, starting clean" in p.log()
+
+
+def test_corrupt_state_file_restores_nothing(mount, tmp_path):
+    state = tmp_path / "state"
+    a = mount(f"--state-file={state}", "--simulate-sleep-ms=10")
+    a.lock("keep")
+    a.unlock("keep")
+    n = a.count()
+    a.write("wakeup_count", b"%d" % n)
+    a.write("state", b"mem")
+    a.lock("held")
+    os.chown(a.path("wake_lock"), 1000, 1000)
+    os.chmod(a.path("wake_lock"), 0o666)
+    finish(a)
+    good = state.read_text()
+    assert "[lock 68656c64]" in good and "mode=0666" in good
+    # A valid file restores all of it (control) ...
+    b = mount(f"--state-file={state}")
+    assert b.active() == [b"held"]
+    assert mode_owner(b.path("wake_lock")) == (0o666, 1000, 1000)
+    finish(b)
+    # ... one bad entry (the header and everything else valid) restores
+    # nothing at all.
+    for bad in (good.replace("[lock 68656c64]\nactive=true",
+                             "[lock 68656c64]\nactive=maybe"),
+                good + "\n[lock 6b00]\nactive=true\n",
+                good + "\n[lock zz]\nactive=false\n"):
+        assert bad != good
+        state.write_text(bad)
+        c = mount(f"--state-file={state}")
+        assert c.read("wake_lock") == b"\n"
+        assert c.read("wake_unlock") == b"\n"
+        assert mode_owner(c.path("wake_lock")) == (0o644, 0, 0)
+        assert c.read("suspend_stats/success") == b"0\n"
+        assert c.read("wakeup_count") == b"0\n"
+        assert "unusable, starting clean" in c.log()
+        finish(c)
+
+
+def test_state_file_names_are_length_checked(mount, tmp_path):
+    """A lock name restored from the state file is held to what a write can
+    carry (4096 bytes): a longer one makes the file unusable."""
+    state = tmp_path / "state"
+    a = mount(f"--state-file={state}")
+    a.lock("x")
+    a.unlock("x")
+    finish(a)
+    text = state.read_text()
+    assert "[lock 78]\n" in text
+    state.write_text(text.replace("[lock 78]", "[lock " + "61" * 4096 + "]"))
+    b = mount(f"--state-file={state}")
+    assert [len(n) for n in b.sources() if n.startswith(b"aaa")] == [4096]
+    finish(b)
+    state.write_text(text.replace("[lock 78]", "[lock " + "61" * 4097 + "]"))
+    c = mount(f"--state-file={state}")
+    assert c.read("wake_unlock") == b"\n"
+    assert "unusable, starting clean" in c.log()
+
+
+# === Parsing =================================================================
+
+def test_stores_see_a_nul_terminated_copy(mount):
+    """Every store gets its own bounded copy ending in NUL: bytes after a
+    NUL are never parsed."""
+    p = mount()
+    assert p.write("wake_lock", b"nul\0 junk 5") == 11
+    assert p.active() == [b"nul"]
+    assert p.write("wake_unlock", b"nul\0junk") == 8
+    assert p.active() == []
+    assert p.write("autosleep", b"off\0junk") == 8
+    assert p.read("autosleep") == b"off\n"
+    with raises_errno(errno.EINVAL):
+        p.write("state", b"mem\0")
