@@ -1,10 +1,11 @@
 /* fs.c - the FUSE side of powerfs: inodes, open files, reads and writes.
  *
- * The low-level libfuse API, driven from the GLib main loop: one request at a
- * time is read from /dev/fuse and answered, so the core needs no locks.  A
+ * The low-level libfuse API (fuse-session.c): one request at a time is
+ * handled under the loop lock, so the core needs no locks of its own.  A
  * request that must wait (a wakeup_count read while a wakeup source is
  * active, a state write while the system "sleeps") is parked: its fuse_req_t
- * is kept and answered later, and the loop goes on serving everyone else.
+ * is kept and answered later from the main loop, and everyone else goes on
+ * being served.
  *
  * Files behave like sysfs files: a read at offset 0 (or at an offset the open
  * file has no snapshot for) generates the content, a read that continues where
@@ -50,6 +51,7 @@ struct pf_fs {
 	GQueue answered;	/* struct parked: answered early, core pending */
 	GQueue interrupted;	/* struct parked: to be answered EINTR */
 	guint interrupt_idle;
+	struct parked *spare;	/* for the next write */
 };
 
 struct parked {
@@ -380,11 +382,12 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	memcpy(text, buf, len);
 	text[len] = '\0';
 
-	p = g_new0(struct parked, 1);
-	p->fs = fs;
-	p->req = req;
+	/* Most stores answer at once: reuse one spare record until a store
+	 * keeps it (PF_PENDING). */
+	p = fs->spare ? fs->spare : g_new0(struct parked, 1);
+	fs->spare = NULL;
+	*p = (struct parked){ .fs = fs, .req = req, .len = len };
 	p->link.data = p;
-	p->len = len;
 	ret = n->attr->store(fs->pw, &caller, text, len, store_done, p);
 	if (fs->debug) {
 		g_autofree char *shown = g_strescape(text, NULL);
@@ -398,7 +401,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		g_queue_push_tail_link(&fs->parked, &p->link);
 		return;
 	}
-	g_free(p);
+	fs->spare = p;
 	reply_store(req, ret);
 }
 
@@ -574,6 +577,7 @@ void pf_fs_unmount(struct pf_fs *fs)
 		g_source_remove(fs->interrupt_idle);
 	answer_interrupted(fs);
 	pf_session_unmount(fs->session);
+	g_free(fs->spare);
 	g_free(fs->nodes);
 	g_free(fs);
 }

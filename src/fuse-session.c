@@ -1,12 +1,16 @@
-/* fuse-session.c - a libfuse low-level session in the GLib main loop.
+/* fuse-session.c - libfuse low-level sessions beside the GLib main loop.
  *
- * The session's /dev/fuse fd is watched by the loop; each wake-up reads and
- * processes one request, so timers, D-Bus and other sessions interleave
- * with requests on one thread.  The fd is non-blocking: a request can vanish
- * between poll and read (its caller died), and the loop must never block.
+ * Each session has a thread that reads /dev/fuse with plain blocking reads,
+ * exactly as libfuse's own loop does: a request costs one read and one
+ * write, nothing more.  The core stays single-threaded all the same: one
+ * lock, the loop lock, is held by the main thread at all times except while
+ * it polls, and a session thread takes it to process a request.  So every
+ * handler, timer, D-Bus callback and idle runs under that lock, one at a
+ * time, and handlers may still park requests and answer them later from the
+ * main loop.
  */
 #include <errno.h>
-#include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <gio/gio.h>
 #include <glib-unix.h>
@@ -16,11 +20,29 @@
 struct pf_session {
 	struct fuse_session *se;
 	char *mountpoint;
-	guint fd_watch;
-	struct fuse_buf buf;
+	pthread_t thread;
+	struct fuse_buf buf;	/* the thread's */
 	GSourceFunc on_unmounted;
 	gpointer on_unmounted_data;
 };
+
+static GMutex loop_lock;
+
+static gint poll_unlocked(GPollFD *fds, guint nfds, gint timeout)
+{
+	gint ret;
+
+	g_mutex_unlock(&loop_lock);
+	ret = g_poll(fds, nfds, timeout);
+	g_mutex_lock(&loop_lock);
+	return ret;
+}
+
+void pf_loop_lock_init(void)
+{
+	g_mutex_lock(&loop_lock);
+	g_main_context_set_poll_func(NULL, poll_unlocked);
+}
 
 /* libfuse reports problems through its own logger: keep the last error for
  * our one-line message and pass everything to GLib's log (debug level). */
@@ -39,27 +61,40 @@ static void log_to_glib(enum fuse_log_level level, const char *fmt,
 	g_debug("libfuse: %s", msg);
 }
 
-static gboolean on_readable(gint fd, GIOCondition cond, gpointer data)
+/* The kernel ended the session (fusermount3 -u): tell the main loop. */
+static gboolean session_ended(gpointer data)
 {
 	struct pf_session *ps = data;
-	int res;
 
-	(void)fd;
-	(void)cond;
-	res = fuse_session_receive_buf(ps->se, &ps->buf);
-	if (res == -EINTR || res == -EAGAIN)
-		return G_SOURCE_CONTINUE;
-	if (res <= 0 || fuse_session_exited(ps->se)) {
-		if (res < 0)
-			g_warning("reading /dev/fuse: %s", g_strerror(-res));
-		g_message("%s was unmounted", ps->mountpoint);
-		ps->fd_watch = 0;
-		if (ps->on_unmounted)
-			ps->on_unmounted(ps->on_unmounted_data);
-		return G_SOURCE_REMOVE;
+	g_message("%s was unmounted", ps->mountpoint);
+	if (ps->on_unmounted)
+		ps->on_unmounted(ps->on_unmounted_data);
+	return G_SOURCE_REMOVE;
+}
+
+static void *serve(void *data)
+{
+	struct pf_session *ps = data;
+	int res, old;
+
+	for (;;) {
+		/* Cancellation (pf_session_unmount) may only strike here,
+		 * blocked in read(2), never while the lock is held. */
+		res = fuse_session_receive_buf(ps->se, &ps->buf);
+		if (res == -EINTR || res == -EAGAIN)
+			continue;
+		if (res <= 0 || fuse_session_exited(ps->se))
+			break;
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+		g_mutex_lock(&loop_lock);
+		fuse_session_process_buf(ps->se, &ps->buf);
+		g_mutex_unlock(&loop_lock);
+		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
 	}
-	fuse_session_process_buf(ps->se, &ps->buf);
-	return G_SOURCE_CONTINUE;
+	if (res < 0)
+		g_warning("reading /dev/fuse: %s", g_strerror(-res));
+	g_idle_add(session_ended, ps);
+	return NULL;
 }
 
 struct pf_session *pf_session_mount(const struct fuse_lowlevel_ops *ops,
@@ -75,7 +110,7 @@ struct pf_session *pf_session_mount(const struct fuse_lowlevel_ops *ops,
 		mount_options ? mount_options : "");
 	char *argv[] = { "powerfs", "-o", opts, NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
-	int fd;
+	int err;
 
 	ps->mountpoint = g_strdup(mountpoint);
 	ps->on_unmounted = on_unmounted;
@@ -96,10 +131,13 @@ struct pf_session *pf_session_mount(const struct fuse_lowlevel_ops *ops,
 			    last_error ? last_error : "failed");
 		goto fail;
 	}
-	fd = fuse_session_fd(ps->se);
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-	ps->fd_watch = g_unix_fd_add(fd, G_IO_IN | G_IO_ERR | G_IO_HUP,
-				     on_readable, ps);
+	err = pthread_create(&ps->thread, NULL, serve, ps);
+	if (err) {
+		g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
+			    "cannot start a thread: %s", g_strerror(err));
+		fuse_session_unmount(ps->se);
+		goto fail;
+	}
 	g_clear_pointer(&last_error, g_free);
 	return ps;
 fail:
@@ -111,13 +149,22 @@ fail:
 	return NULL;
 }
 
+/* Called from the main loop, with the loop lock held. */
 void pf_session_unmount(struct pf_session *ps)
 {
 	if (!ps)
 		return;
-	if (ps->fd_watch)
-		g_source_remove(ps->fd_watch);
+	fuse_session_exit(ps->se);
 	fuse_session_unmount(ps->se);
+	/* Let a request in progress finish, stop the thread where it waits
+	 * for the next one, and only then close /dev/fuse. */
+	g_mutex_unlock(&loop_lock);
+	pthread_cancel(ps->thread);
+	pthread_join(ps->thread, NULL);
+	g_mutex_lock(&loop_lock);
+	/* A session_ended() idle may still be queued for us. */
+	while (g_idle_remove_by_data(ps))
+		;
 	fuse_session_destroy(ps->se);
 	free(ps->buf.mem);
 	g_free(ps->mountpoint);

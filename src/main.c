@@ -21,6 +21,7 @@
 
 #include "powerfs/class-wakeup.h"
 #include "powerfs/fs.h"
+#include "powerfs/fuse-session.h"
 #include "powerfs/log.h"
 #include "powerfs/power.h"
 #include "powerfs/state-file.h"
@@ -373,6 +374,7 @@ int main(int argc, char **argv)
 					 pw);
 
 	loop = g_main_loop_new(NULL, FALSE);
+	pf_loop_lock_init();
 	fs = pf_fs_mount(pw, mountpoint, mount_options, opt.debug,
 			 quit_on_unmount, loop, &error);
 	if (!fs) {

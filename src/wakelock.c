@@ -68,9 +68,14 @@ void wakelocks_free(struct wakelocks *wls)
 static struct wakelock *lookup(const struct wakelocks *wls, const char *name,
 			       gsize len)
 {
-	/* Names come from writes and are not NUL-terminated at len. */
-	g_autofree char *key = g_strndup(name, len);
+	/* Names come from writes and are not NUL-terminated at len; the
+	 * usual short ones need no allocation on this hot path. */
+	char small[128];
+	g_autofree char *big = NULL;
+	char *key = len < sizeof(small) ? small : (big = g_malloc(len + 1));
 
+	memcpy(key, name, len);
+	key[len] = '\0';
 	return g_hash_table_lookup(wls->by_name, key);
 }
 

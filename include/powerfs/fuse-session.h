@@ -1,4 +1,4 @@
-/* fuse-session.h - a libfuse low-level session served from the GLib main
+/* fuse-session.h - libfuse low-level sessions served beside the GLib main
  * loop, shared by the main mount (fs.c) and /sys/class/wakeup
  * (class-wakeup.c). */
 #ifndef POWERFS_FUSE_SESSION_H
@@ -10,9 +10,14 @@
 
 struct pf_session;
 
+/* Call once, from the main thread, before the first mount: from then on the
+ * main thread holds the loop lock except while the loop polls. */
+void pf_loop_lock_init(void);
+
 /* Mounts with "default_permissions" plus mount_options (may be NULL) and
- * serves requests from the thread-default main context, one per wake-up.
- * on_unmounted (may be NULL) runs when the kernel ends the session. */
+ * serves requests from a thread of its own, under the loop lock.
+ * on_unmounted (may be NULL) runs in the main loop when the kernel ends the
+ * session. */
 struct pf_session *pf_session_mount(const struct fuse_lowlevel_ops *ops,
 				    void *userdata, const char *mountpoint,
 				    const char *mount_options,
