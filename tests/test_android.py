@@ -23,6 +23,7 @@ The clients:
     wakeup_count read.
 """
 
+import atexit
 import errno
 import importlib.util
 import json
@@ -30,6 +31,7 @@ import os
 import platform
 import re
 import select
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -43,7 +45,23 @@ import conftest
 from conftest import STATS_FILES, wait_until
 
 CONTAINER = str(conftest.REPO / "scripts" / "powerfs-container")
-CLIENT = str(Path(__file__).resolve().parent / "android" / "client.py")
+_SOURCE = Path(__file__).resolve().parent / "android" / "client.py"
+
+
+def _world_readable_copy(src):
+    """Android's uids re-exec the client script: the checkout may sit in a
+    directory they cannot enter (a 0700 mktemp, /root), so they run a copy
+    from a 0755 directory of its own."""
+    d = tempfile.mkdtemp(prefix="powerfs-android-")
+    os.chmod(d, 0o755)
+    dst = os.path.join(d, src.name)
+    shutil.copyfile(src, dst)
+    os.chmod(dst, 0o644)
+    atexit.register(shutil.rmtree, d, True)
+    return dst
+
+
+CLIENT = _world_readable_copy(_SOURCE)
 PYTHON = "/usr/bin/python3"
 SIM = "--powerfs-opt=--simulate-sleep-ms=50"
 FREEZER = "/sys/fs/cgroup/freezer"
