@@ -125,7 +125,13 @@ static void locked_store_finish(struct locked_store *ls, gssize result)
 static void locked_store_resume(gpointer data)
 {
 	struct locked_store *ls = data;
-	gssize ret = ls->run(ls);
+	gssize ret;
+
+	if (suspend_shutting_down(ls->pw->suspend)) {
+		locked_store_finish(ls, -EIO);
+		return;
+	}
+	ret = ls->run(ls);
 
 	if (ret != PF_PENDING)
 		locked_store_finish(ls, ret);

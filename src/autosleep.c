@@ -98,7 +98,7 @@ static void cycle_locked(gpointer data)
 	struct autosleep *as = data;
 	int ret;
 
-	if (as->state == PM_ON) {
+	if (as->state == PM_ON || suspend_shutting_down(as->suspend)) {
 		suspend_unlock(as->suspend);
 		as->cycle_queued = FALSE;
 		return;
@@ -207,8 +207,13 @@ static void set_locked(gpointer data)
 {
 	struct set_request *req = data;
 
-	apply_state(req->as, req->state);
-	req->done(0, req->data);
+	if (suspend_shutting_down(req->as->suspend)) {
+		suspend_unlock(req->as->suspend);
+		req->done(-EIO, req->data);
+	} else {
+		apply_state(req->as, req->state);
+		req->done(0, req->data);
+	}
 	g_free(req);
 }
 

@@ -69,6 +69,7 @@ struct pf_class_wakeup {
 	struct wakeup_engine *engine;
 	struct pf_session *session;
 	struct timespec mounted_at;
+	GQueue open_files;	/* freed at unmount if never released */
 };
 
 /* What an inode number means. */
@@ -85,6 +86,7 @@ struct open_file {
 	guint id, field;
 	uintptr_t ws;		/* the source at open time, as a number */
 	struct pf_snapshot snap;
+	GList link;		/* in pf_class_wakeup.open_files */
 };
 
 static struct pf_class_wakeup *req_cw(fuse_req_t req)
@@ -256,9 +258,18 @@ static void cw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	fuse_reply_attr(req, &st, 0);
 }
 
+static void open_file_free(gpointer data)
+{
+	struct open_file *of = data;
+
+	g_string_free(of->snap.text, TRUE);
+	g_free(of);
+}
+
 static void cw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct node n = node_get(req_cw(req), ino);
+	struct pf_class_wakeup *cw = req_cw(req);
+	struct node n = node_get(cw, ino);
 	struct open_file *of;
 
 	if (n.kind == NODE_NONE) {
@@ -284,9 +295,11 @@ static void cw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->keep_cache = 0;
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* The opener was interrupted; there will be no release. */
-		g_string_free(of->snap.text, TRUE);
-		g_free(of);
+		open_file_free(of);
+		return;
 	}
+	of->link.data = of;
+	g_queue_push_tail_link(&cw->open_files, &of->link);
 }
 
 static void cw_release(fuse_req_t req, fuse_ino_t ino,
@@ -295,8 +308,8 @@ static void cw_release(fuse_req_t req, fuse_ino_t ino,
 	struct open_file *of = (struct open_file *)(uintptr_t)fi->fh;
 
 	(void)ino;
-	g_string_free(of->snap.text, TRUE);
-	g_free(of);
+	g_queue_unlink(&req_cw(req)->open_files, &of->link);
+	open_file_free(of);
 	fuse_reply_err(req, 0);
 }
 
@@ -485,8 +498,13 @@ struct pf_class_wakeup *pf_class_wakeup_mount(struct wakeup_engine *engine,
 
 void pf_class_wakeup_unmount(struct pf_class_wakeup *cw)
 {
+	GList *l;
+
 	if (!cw)
 		return;
 	pf_session_unmount(cw->session);
+	/* Files still open when the connection ended get no release. */
+	while ((l = g_queue_pop_head_link(&cw->open_files)))
+		open_file_free(l->data);
 	g_free(cw);
 }

@@ -38,6 +38,7 @@ struct node {
 struct open_file {
 	const struct node *node;
 	struct pf_snapshot snap;
+	GList link;		/* in pf_fs.open_files */
 };
 
 struct pf_fs {
@@ -52,6 +53,7 @@ struct pf_fs {
 	GQueue interrupted;	/* struct parked: to be answered EINTR */
 	guint interrupt_idle;
 	struct parked *spare;	/* for the next write */
+	GQueue open_files;	/* freed at unmount if never released */
 };
 
 struct parked {
@@ -162,6 +164,14 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	fuse_reply_attr(req, &st, CACHE_SECONDS);
 }
 
+static void open_file_free(gpointer data)
+{
+	struct open_file *of = data;
+
+	g_string_free(of->snap.text, TRUE);
+	g_free(of);
+}
+
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct pf_fs *fs = req_fs(req);
@@ -185,9 +195,11 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->keep_cache = 0;
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* The opener was interrupted; there will be no release. */
-		g_string_free(of->snap.text, TRUE);
-		g_free(of);
+		open_file_free(of);
+		return;
 	}
+	of->link.data = of;
+	g_queue_push_tail_link(&fs->open_files, &of->link);
 }
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino,
@@ -196,8 +208,8 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino,
 	struct open_file *of = (struct open_file *)(uintptr_t)fi->fh;
 
 	(void)ino;
-	g_string_free(of->snap.text, TRUE);
-	g_free(of);
+	g_queue_unlink(&req_fs(req)->open_files, &of->link);
+	open_file_free(of);
 	fuse_reply_err(req, 0);
 }
 
@@ -577,6 +589,9 @@ void pf_fs_unmount(struct pf_fs *fs)
 		g_source_remove(fs->interrupt_idle);
 	answer_interrupted(fs);
 	pf_session_unmount(fs->session);
+	/* Files still open when the connection ended get no release. */
+	while ((l = g_queue_pop_head_link(&fs->open_files)))
+		open_file_free(l->data);
 	g_free(fs->spare);
 	g_free(fs->nodes);
 	g_free(fs);

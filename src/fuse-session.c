@@ -155,13 +155,14 @@ void pf_session_unmount(struct pf_session *ps)
 	if (!ps)
 		return;
 	fuse_session_exit(ps->se);
-	fuse_session_unmount(ps->se);
-	/* Let a request in progress finish, stop the thread where it waits
-	 * for the next one, and only then close /dev/fuse. */
+	/* Let a request in progress finish and stop the thread where it
+	 * waits for the next one; only then unmount, which closes /dev/fuse
+	 * (a read blocked on it would fail with ECONNABORTED). */
 	g_mutex_unlock(&loop_lock);
 	pthread_cancel(ps->thread);
 	pthread_join(ps->thread, NULL);
 	g_mutex_lock(&loop_lock);
+	fuse_session_unmount(ps->se);
 	/* A session_ended() idle may still be queued for us. */
 	while (g_idle_remove_by_data(ps))
 		;

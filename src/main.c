@@ -405,6 +405,8 @@ int main(int argc, char **argv)
 	g_main_loop_run(loop);
 	sd_notify(0, "STOPPING=1");
 
+	/* Requests waiting on a suspend get their error first. */
+	suspend_abort(pw->suspend);
 	state_file_close(sf);
 	pf_class_wakeup_unmount(cw);
 	pf_fs_unmount(fs);

@@ -31,6 +31,7 @@ struct suspend {
 	gpointer sleep_hook_data;
 	wakeup_func sleeping_func;	/* of the attempt in progress */
 	gpointer sleeping_data;
+	gboolean shutting_down;
 };
 
 static const char *const state_labels[PM_NR_STATES] = {
@@ -239,6 +240,30 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 		attempt_finished(s, ret);
 	}
 	return ret;
+}
+
+void suspend_abort(struct suspend *s)
+{
+	s->shutting_down = TRUE;
+	if (s->sleeping && s->done) {
+		backend_done_func done = s->done;
+
+		/* The backend's late answer, if any, finds no one waiting:
+		 * nothing runs the main loop after this. */
+		s->done = NULL;
+		s->sleeping = FALSE;
+		s->sleeping_func = NULL;
+		wakeup_set_event_hook(s->engine, NULL, NULL);
+		/* Its owner unlocks, which hands the lock to each queued
+		 * caller in turn: they see shutting_down and give up. */
+		done(-EIO, s->done_data);
+	}
+	g_warn_if_fail(g_queue_is_empty(&s->lock_queue));
+}
+
+gboolean suspend_shutting_down(const struct suspend *s)
+{
+	return s->shutting_down;
 }
 
 const struct suspend_stats *suspend_get_stats(const struct suspend *s)

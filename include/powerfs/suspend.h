@@ -43,6 +43,13 @@ gboolean suspend_lock(struct suspend *s, suspend_locked_func func,
 void suspend_unlock(struct suspend *s);
 gboolean suspend_in_progress(const struct suspend *s);
 
+/* Shutting down: the attempt in progress ends now with -EIO, and every
+ * caller queued on the lock runs at once and must give up (its func sees
+ * suspend_shutting_down() and fails its request).  So every pending request
+ * gets its answer exactly once before the file system goes away. */
+void suspend_abort(struct suspend *s);
+gboolean suspend_shutting_down(const struct suspend *s);
+
 /* With the lock held: enter state, unless a wakeup event is pending (then
  * -EBUSY at once).  Otherwise PF_PENDING, and done(0 or -errno) after
  * resume. */
