@@ -69,7 +69,6 @@ struct pf_class_wakeup {
 	struct wakeup_engine *engine;
 	struct pf_session *session;
 	struct timespec mounted_at;
-	GQueue open_files;	/* freed at unmount if never released */
 };
 
 /* What an inode number means. */
@@ -83,10 +82,9 @@ struct node {
 };
 
 struct open_file {
+	struct pf_snapshot snap;	/* first: the session frees the record */
 	guint id, field;
 	uintptr_t ws;		/* the source at open time, as a number */
-	struct pf_snapshot snap;
-	GList link;		/* in pf_class_wakeup.open_files */
 };
 
 static struct pf_class_wakeup *req_cw(fuse_req_t req)
@@ -258,14 +256,6 @@ static void cw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	fuse_reply_attr(req, &st, 0);
 }
 
-static void open_file_free(gpointer data)
-{
-	struct open_file *of = data;
-
-	g_string_free(of->snap.text, TRUE);
-	g_free(of);
-}
-
 static void cw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct pf_class_wakeup *cw = req_cw(req);
@@ -289,28 +279,14 @@ static void cw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	of->id = n.id;
 	of->field = n.field;
 	of->ws = (uintptr_t)n.ws;
-	of->snap.text = g_string_sized_new(32);
-	fi->fh = (uintptr_t)of;
-	fi->direct_io = 1;
-	fi->keep_cache = 0;
-	if (fuse_reply_open(req, fi) == -ENOENT) {
-		/* The opener was interrupted; there will be no release. */
-		open_file_free(of);
-		return;
-	}
-	of->link.data = of;
-	g_queue_push_tail_link(&cw->open_files, &of->link);
+	pf_session_reply_open(cw->session, req, fi, &of->snap);
 }
 
 static void cw_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
-	struct open_file *of = (struct open_file *)(uintptr_t)fi->fh;
-
 	(void)ino;
-	g_queue_unlink(&req_cw(req)->open_files, &of->link);
-	open_file_free(of);
-	fuse_reply_err(req, 0);
+	pf_session_release(req_cw(req)->session, req, fi);
 }
 
 static void show_field(const struct wakeup_source *ws, guint field,
@@ -498,13 +474,8 @@ struct pf_class_wakeup *pf_class_wakeup_mount(struct wakeup_engine *engine,
 
 void pf_class_wakeup_unmount(struct pf_class_wakeup *cw)
 {
-	GList *l;
-
 	if (!cw)
 		return;
 	pf_session_unmount(cw->session);
-	/* Files still open when the connection ended get no release. */
-	while ((l = g_queue_pop_head_link(&cw->open_files)))
-		open_file_free(l->data);
 	g_free(cw);
 }

@@ -36,9 +36,8 @@ struct node {
 };
 
 struct open_file {
+	struct pf_snapshot snap;	/* first: the session frees the record */
 	const struct node *node;
-	struct pf_snapshot snap;
-	GList link;		/* in pf_fs.open_files */
 };
 
 struct pf_fs {
@@ -53,7 +52,6 @@ struct pf_fs {
 	GQueue interrupted;	/* struct parked: to be answered EINTR */
 	guint interrupt_idle;
 	struct parked *spare;	/* for the next write */
-	GQueue open_files;	/* freed at unmount if never released */
 };
 
 struct parked {
@@ -164,14 +162,6 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	fuse_reply_attr(req, &st, CACHE_SECONDS);
 }
 
-static void open_file_free(gpointer data)
-{
-	struct open_file *of = data;
-
-	g_string_free(of->snap.text, TRUE);
-	g_free(of);
-}
-
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct pf_fs *fs = req_fs(req);
@@ -189,28 +179,14 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	of = g_new0(struct open_file, 1);
 	of->node = n;
-	of->snap.text = g_string_sized_new(64);
-	fi->fh = (uintptr_t)of;
-	fi->direct_io = 1;
-	fi->keep_cache = 0;
-	if (fuse_reply_open(req, fi) == -ENOENT) {
-		/* The opener was interrupted; there will be no release. */
-		open_file_free(of);
-		return;
-	}
-	of->link.data = of;
-	g_queue_push_tail_link(&fs->open_files, &of->link);
+	pf_session_reply_open(fs->session, req, fi, &of->snap);
 }
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
-	struct open_file *of = (struct open_file *)(uintptr_t)fi->fh;
-
 	(void)ino;
-	g_queue_unlink(&req_fs(req)->open_files, &of->link);
-	open_file_free(of);
-	fuse_reply_err(req, 0);
+	pf_session_release(req_fs(req)->session, req, fi);
 }
 
 static void park_read(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
@@ -589,9 +565,6 @@ void pf_fs_unmount(struct pf_fs *fs)
 		g_source_remove(fs->interrupt_idle);
 	answer_interrupted(fs);
 	pf_session_unmount(fs->session);
-	/* Files still open when the connection ended get no release. */
-	while ((l = g_queue_pop_head_link(&fs->open_files)))
-		open_file_free(l->data);
 	g_free(fs->spare);
 	g_free(fs->nodes);
 	g_free(fs);

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <gio/gio.h>
 #include <glib-unix.h>
@@ -24,6 +25,7 @@ struct pf_session {
 	struct fuse_buf buf;	/* the thread's */
 	GSourceFunc on_unmounted;
 	gpointer on_unmounted_data;
+	GQueue open_files;	/* struct pf_snapshot */
 };
 
 static GMutex loop_lock;
@@ -149,9 +151,43 @@ fail:
 	return NULL;
 }
 
+static void open_file_free(struct pf_snapshot *snap)
+{
+	g_string_free(snap->text, TRUE);
+	g_free(snap);		/* the record it is the first member of */
+}
+
+void pf_session_reply_open(struct pf_session *ps, fuse_req_t req,
+			   struct fuse_file_info *fi, struct pf_snapshot *snap)
+{
+	snap->text = g_string_sized_new(64);
+	fi->fh = (uintptr_t)snap;
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		/* The opener was interrupted; there will be no release. */
+		open_file_free(snap);
+		return;
+	}
+	snap->link.data = snap;
+	g_queue_push_tail_link(&ps->open_files, &snap->link);
+}
+
+void pf_session_release(struct pf_session *ps, fuse_req_t req,
+			struct fuse_file_info *fi)
+{
+	struct pf_snapshot *snap = (struct pf_snapshot *)(uintptr_t)fi->fh;
+
+	g_queue_unlink(&ps->open_files, &snap->link);
+	open_file_free(snap);
+	fuse_reply_err(req, 0);
+}
+
 /* Called from the main loop, with the loop lock held. */
 void pf_session_unmount(struct pf_session *ps)
 {
+	GList *l;
+
 	if (!ps)
 		return;
 	fuse_session_exit(ps->se);
@@ -167,6 +203,9 @@ void pf_session_unmount(struct pf_session *ps)
 	while (g_idle_remove_by_data(ps))
 		;
 	fuse_session_destroy(ps->se);
+	/* Files still open when the connection ended get no release. */
+	while ((l = g_queue_pop_head_link(&ps->open_files)))
+		open_file_free(l->data);
 	free(ps->buf.mem);
 	g_free(ps->mountpoint);
 	g_free(ps);

@@ -36,7 +36,17 @@ struct pf_snapshot {
 	GString *text;
 	gboolean valid;
 	off_t end;		/* where the last read ended */
+	GList link;		/* in the session's open files */
 };
+
+/* Answer an open: the file is served direct_io (never from the page cache)
+ * and snap, the first member of a g_malloc'ed per-open record, becomes its
+ * handle (fi->fh).  The session frees the record at release, or at unmount
+ * if the connection ends before a release comes. */
+void pf_session_reply_open(struct pf_session *ps, fuse_req_t req,
+			   struct fuse_file_info *fi, struct pf_snapshot *snap);
+void pf_session_release(struct pf_session *ps, fuse_req_t req,
+			struct fuse_file_info *fi);
 gboolean pf_snapshot_continues(const struct pf_snapshot *snap, off_t off);
 void pf_snapshot_reply(fuse_req_t req, struct pf_snapshot *snap, size_t size,
 		       off_t off);
