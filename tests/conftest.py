@@ -528,6 +528,29 @@ sys.stdout.flush()
 _READ_SYSCALLS = {"x86_64": ("0", "17"), "aarch64": ("63", "67")}
 
 
+def wait_in_syscall(proc, syscalls, name, timeout=5.0):
+    """Wait until child proc sits in one of the system calls syscalls
+    (numbers by machine, from /proc/PID/syscall); name is for the error."""
+    nums = syscalls.get(platform.machine())
+    if nums is None:
+        time.sleep(0.5)
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{proc.pid}/syscall") as f:
+                if f.read().split(" ", 1)[0] in nums:
+                    time.sleep(0.05)
+                    return
+        except OSError:
+            time.sleep(0.5)
+            return
+        if proc.poll() is not None:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"child never entered {name}(2)")
+
+
 class Reader:
     """A child process that opens path and does one read(2) (or pread at
     offset) through libc, so that EINTR is visible.  mode: "default" (no
@@ -589,24 +612,7 @@ class Reader:
     def wait_in_read(self, timeout=5.0):
         """Wait until the child sits in the read system call (so a signal
         sent now hits the blocked read, not the code before it)."""
-        nums = _READ_SYSCALLS.get(platform.machine())
-        if nums is None:
-            time.sleep(0.5)
-            return
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                with open(f"/proc/{self.proc.pid}/syscall") as f:
-                    if f.read().split(" ", 1)[0] in nums:
-                        time.sleep(0.05)
-                        return
-            except OSError:
-                time.sleep(0.5)
-                return
-            if self.proc.poll() is not None:
-                return
-            time.sleep(0.01)
-        raise AssertionError("reader never entered read(2)")
+        wait_in_syscall(self.proc, _READ_SYSCALLS, "read", timeout)
 
     def blocked(self, secs=0.3):
         """True if the read has still not returned after secs seconds."""

@@ -23,7 +23,6 @@ fixtures' teardown, which unmounts with fusermount3 -u, does not fit).
 import contextlib
 import errno
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -32,7 +31,7 @@ import time
 import pytest
 
 from conftest import (BAD_LOG_PATTERNS, FUSERMOUNT, PYTHON, Powerfs, Reader,
-                      _children, _live, timed, wait_until)
+                      _children, _live, timed, wait_in_syscall, wait_until)
 
 EXIT_TIMEOUT = 5.0
 
@@ -74,24 +73,7 @@ class Writer(Reader):
         self._result = None
 
     def wait_in_write(self, timeout=5.0):
-        nums = _WRITE_SYSCALLS.get(platform.machine())
-        if nums is None:
-            time.sleep(0.5)
-            return
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                with open(f"/proc/{self.proc.pid}/syscall") as f:
-                    if f.read().split(" ", 1)[0] in nums:
-                        time.sleep(0.05)
-                        return
-            except OSError:
-                time.sleep(0.5)
-                return
-            if self.proc.poll() is not None:
-                return
-            time.sleep(0.01)
-        raise AssertionError("writer never entered write(2)")
+        wait_in_syscall(self.proc, _WRITE_SYSCALLS, "write", timeout)
 
 
 # A client that reads like most programs do: Python's os.read retries after
