@@ -550,6 +550,19 @@ gboolean pf_fs_set_owner(struct pf_fs *fs, const char *path, mode_t mode,
 	return FALSE;
 }
 
+void pf_fs_chown_writable(struct pf_fs *fs, uid_t uid, gid_t gid)
+{
+	for (guint i = 0; i < fs->n_nodes; i++) {
+		struct node *n = &fs->nodes[i];
+
+		if (n->attr && n->attr->store) {
+			n->uid = uid;
+			n->gid = gid;
+		}
+	}
+	g_message("writable files owned by %u:%u", uid, gid);
+}
+
 void pf_fs_unmount(struct pf_fs *fs)
 {
 	GList *l;

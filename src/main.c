@@ -43,6 +43,7 @@ static struct {
 	gboolean inhibit_sleep;
 	gchar *class_wakeup;
 	gchar *state_file;
+	gchar *owner;
 	gchar **args;
 } opt = {
 	.suspend_timeout = 30,
@@ -84,6 +85,9 @@ static const GOptionEntry entries[] = {
 	  "(no CAP_BLOCK_SUSPEND needed)", NULL },
 	{ "class-wakeup", 0, 0, G_OPTION_ARG_FILENAME, &opt.class_wakeup,
 	  "Also serve /sys/class/wakeup-style statistics on DIR", "DIR" },
+	{ "owner", 0, 0, G_OPTION_ARG_STRING, &opt.owner,
+	  "Give the writable files (state, wakeup_count, autosleep, wake_lock, "
+	  "wake_unlock) to UID:GID at start", "UID:GID" },
 	{ "state-file", 0, 0, G_OPTION_ARG_FILENAME, &opt.state_file,
 	  "Keep wake locks, settings and statistics in PATH across restarts",
 	  "PATH" },
@@ -93,6 +97,9 @@ static const GOptionEntry entries[] = {
 	  NULL, NULL },
 	{ NULL }
 };
+
+static uid_t owner_uid;
+static gid_t owner_gid;
 
 /* Without -f: the pipe to the parent waiting for our verdict. */
 static int ready_fd = -1;
@@ -235,6 +242,23 @@ static char *check_class_wakeup_dir(const char *path, const char *mountpoint)
 	return real;
 }
 
+/* --owner=UID:GID, numeric: the ids as the host sees them (a container's
+ * root is an ordinary uid on the host). */
+static void parse_owner(const char *text, uid_t *uid, gid_t *gid)
+{
+	g_auto(GStrv) ids = g_strsplit(text, ":", -1);
+	guint64 u, g;
+
+	if (g_strv_length(ids) != 2 ||
+	    !g_ascii_string_to_unsigned(ids[0], 10, 0, G_MAXUINT32 - 1, &u,
+					NULL) ||
+	    !g_ascii_string_to_unsigned(ids[1], 10, 0, G_MAXUINT32 - 1, &g,
+					NULL))
+		usage_error("--owner wants numeric UID:GID, not \"%s\"", text);
+	*uid = (uid_t)u;
+	*gid = (gid_t)g;
+}
+
 static void parse_options(int *argc, char ***argv)
 {
 	g_autoptr(GOptionContext) ctx = g_option_context_new("MOUNTPOINT");
@@ -266,6 +290,8 @@ static void parse_options(int *argc, char ***argv)
 		usage_error("--suspend-timeout must be 1 or more");
 	if (opt.wakelock_gc_seconds < 0)
 		usage_error("--wakelock-gc-seconds must be 0 or more");
+	if (opt.owner)
+		parse_owner(opt.owner, &owner_uid, &owner_gid);
 }
 
 /* Fork; the parent waits for the child's verdict and exits with it.  This
@@ -392,6 +418,9 @@ int main(int argc, char **argv)
 	}
 	suspend_set_sleep_hook(pw->suspend, (wakeup_func)pf_fs_answer_parked,
 			       fs);
+	/* Before the state file: owners saved by a previous run win. */
+	if (opt.owner)
+		pf_fs_chown_writable(fs, owner_uid, owner_gid);
 	/* Restored before the loop serves the first request. */
 	if (opt.state_file)
 		sf = state_file_open(opt.state_file, pw, fs);
@@ -417,6 +446,7 @@ int main(int argc, char **argv)
 	g_free(opt.class_wakeup);
 	g_free(opt.simulate_states);
 	g_free(opt.state_file);
+	g_free(opt.owner);
 	g_message("exiting");
 	return 0;
 }

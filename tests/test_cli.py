@@ -16,7 +16,7 @@ from conftest import (BAD_LOG_PATTERNS, FUSERMOUNT, POWERFS, REPO, Powerfs,
 
 OPTIONS = ["--foreground", "--debug", "-o", "--backend", "--simulate-sleep-ms",
            "--simulate-states", "--wakelock-limit", "--wakelock-gc-seconds",
-           "--no-capability-check", "--version", "--help"]
+           "--no-capability-check", "--owner", "--version", "--help"]
 
 
 def run(*args, timeout=10):
@@ -71,7 +71,8 @@ def one_line(stderr):
 @pytest.mark.parametrize("args", [
     ["--bogus"], ["-z"], ["--backend=nonsense"], ["--wakelock-limit=abc"],
     ["--wakelock-gc-seconds=x"], ["--simulate-sleep-ms=abc"],
-    ["--simulate-states=sleepy"],
+    ["--simulate-states=sleepy"], ["--owner=root:root"], ["--owner=100000"],
+    ["--owner=1:2:3"], ["--owner=-1:0"], ["--owner=4294967295:0"],
 ], ids=lambda a: " ".join(a))
 def test_bad_option(tmpdir_, args):
     mnt = os.path.join(tmpdir_, "mnt")
@@ -210,3 +211,19 @@ def test_long_foreground_option(tmpdir_):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_owner_gives_the_writable_files(mount):
+    """--owner=UID:GID: the five files that take writes belong to UID:GID
+    from the start (an unprivileged container's root); the read-only ones
+    stay root's."""
+    p = mount("--owner=100000:100001")
+    writable = {"state", "wakeup_count", "autosleep", "wake_lock",
+                "wake_unlock"}
+    for name in sorted(os.listdir(p.path())):
+        st = os.stat(p.path(name))
+        want = (100000, 100001) if name in writable else (0, 0)
+        assert (st.st_uid, st.st_gid) == want, name
+    for name in os.listdir(p.path("suspend_stats")):
+        st = os.stat(p.path("suspend_stats/" + name))
+        assert (st.st_uid, st.st_gid) == (0, 0), name

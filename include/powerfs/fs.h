@@ -30,6 +30,9 @@ void pf_fs_foreach_owner(struct pf_fs *fs, pf_fs_owner_visit visit,
 gboolean pf_fs_set_owner(struct pf_fs *fs, const char *path, mode_t mode,
 			 uid_t uid, gid_t gid);
 
+/* --owner: give the files that take writes to uid:gid. */
+void pf_fs_chown_writable(struct pf_fs *fs, uid_t uid, gid_t gid);
+
 /* Fails every parked request (blocked readers get EINTR, pending writes EIO),
  * unmounts and frees. */
 void pf_fs_unmount(struct pf_fs *fs);
