@@ -362,10 +362,38 @@ static gssize wake_unlock_store(struct power *pw,
 
 /* wakeup_sources (debugfs) */
 
-static int wakeup_sources_show(struct power *pw, GString *out)
+static gboolean wakeup_sources_show_rows(struct power *pw, guint *row,
+					 GString *out, gsize min_len)
 {
-	wakeup_print_stats(pw->engine, out);
-	return 0;
+	return wakeup_print_rows(pw->engine, row, out, min_len);
+}
+
+static void wakeup_sources_skip_rows(struct power *pw, guint *row,
+				     gsize *skip)
+{
+	wakeup_skip_rows(pw->engine, row, skip);
+}
+
+/* A debugfs file's size is 0, and readers that go through the page cache
+ * (sendfile, splice: busybox and toybox cat) would stop there.  Report a
+ * size the content cannot exceed, with room for sources added after the
+ * open. */
+static off_t wakeup_sources_size(struct power *pw)
+{
+	gsize bound = wakeup_stats_size_bound(pw->engine);
+
+	return (off_t)((bound / 4096 + 2) * 4096);
+}
+
+/* debugfs gives root a file without a write handler open for writing;
+ * every write then fails. */
+static gssize wakeup_sources_store(struct power *pw,
+				   const struct pf_caller *caller,
+				   const char *buf, gsize len,
+				   pf_store_done done, gpointer data)
+{
+	(void)pw, (void)caller, (void)buf, (void)len, (void)done, (void)data;
+	return -EINVAL;
 }
 
 /* suspend_stats/ */
@@ -406,8 +434,11 @@ static int stat_last_failed_step_show(struct power *pw, GString *out)
 
 #define ROOT (-1)
 #define STATS_DIR 6	/* index of the suspend_stats row below */
-#define FILE_RW(name) { #name, ROOT, S_IFREG | 0644, 4096, name##_show, name##_store }
-#define STAT_FILE(name) { #name, STATS_DIR, S_IFREG | 0444, 4096, stat_##name##_show, NULL }
+#define FILE_RW(n) { .name = #n, .parent = ROOT, .mode = S_IFREG | 0644, \
+			.size = 4096, .show = n##_show, .store = n##_store }
+#define STAT_FILE(n) { .name = #n, .parent = STATS_DIR, \
+			.mode = S_IFREG | 0444, .size = 4096, \
+			.show = stat_##n##_show }
 
 static const struct pf_attr attrs[] = {
 	FILE_RW(state),
@@ -415,9 +446,14 @@ static const struct pf_attr attrs[] = {
 	FILE_RW(autosleep),
 	FILE_RW(wake_lock),
 	FILE_RW(wake_unlock),
-	/* debugfs, not sysfs: read-only and size 0. */
-	{ "wakeup_sources", ROOT, S_IFREG | 0444, 0, wakeup_sources_show, NULL },
-	[STATS_DIR] = { "suspend_stats", ROOT, S_IFDIR | 0755, 0, NULL, NULL },
+	/* debugfs, not sysfs: read-only, printed a row at a time. */
+	{ .name = "wakeup_sources", .parent = ROOT, .mode = S_IFREG | 0444,
+	  .store = wakeup_sources_store,
+	  .show_rows = wakeup_sources_show_rows,
+	  .skip_rows = wakeup_sources_skip_rows,
+	  .size_bound = wakeup_sources_size },
+	[STATS_DIR] = { .name = "suspend_stats", .parent = ROOT,
+			.mode = S_IFDIR | 0755 },
 	STAT_FILE(success),
 	STAT_FILE(fail),
 	STAT_FILE(failed_freeze),

@@ -275,11 +275,16 @@ static void cw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EACCES);
 		return;
 	}
+	/* As on the main mount: sysfs has no direct I/O. */
+	if (fi->flags & O_DIRECT) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
 	of = g_new0(struct open_file, 1);
 	of->id = n.id;
 	of->field = n.field;
 	of->ws = (uintptr_t)n.ws;
-	pf_session_reply_open(cw->session, req, fi, &of->snap);
+	pf_session_reply_open(cw->session, req, fi, &of->snap, FALSE);
 }
 
 static void cw_release(fuse_req_t req, fuse_ino_t ino,
@@ -433,7 +438,7 @@ out:
 static void cw_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
-	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	pf_session_init_conn(conn);
 }
 
 /* The tree is the engine's: nothing can be created, removed or renamed

@@ -10,8 +10,19 @@
  * Files behave like sysfs files: a read at offset 0 (or at an offset the open
  * file has no snapshot for) generates the content, a read that continues where
  * the last one ended is served from that snapshot, and every write(2) is one
- * whole command whatever the file offset.  All files are opened direct_io, so
- * no read is ever served from the page cache.
+ * whole command whatever the file offset.  wakeup_sources, a debugfs file in
+ * the kernel, is printed a row at a time as seq_file prints it.
+ *
+ * All files are opened direct_io, so read(2) and its kin always reach us.
+ * sendfile(2) and splice(2) do not honour direct_io (Linux 6.5 and later):
+ * they read through the page cache, up to the size the kernel holds for the
+ * inode, which a short read lowers to what it returned.  So names are looked
+ * up again at every path walk (the lookup restores st_size), and an open
+ * drops the pages a page-cache read left, unless a page-cache read is
+ * waiting (a blocked wakeup_count): it holds its page locked, and the
+ * opener would wait for it, uninterruptibly.  The page cache's reads are
+ * synchronous requests, so a waiting one is interrupted by a signal or the
+ * freezer like any other read.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,9 +33,12 @@
 #include "powerfs/fs.h"
 #include "powerfs/fuse-session.h"
 
-/* The attribute table never changes while mounted: let the kernel cache
- * names and attributes (a write invalidates the size it caches itself). */
-#define CACHE_SECONDS 3600.0
+/* The attribute table never changes while mounted, so the kernel may keep
+ * attributes; but it must look a name up again at every path walk, since
+ * that lookup is what restores st_size after a page-cache read lowered it
+ * (see above). */
+#define ATTR_SECONDS 3600.0
+#define ENTRY_SECONDS 0.0
 
 struct node {
 	const struct pf_attr *attr;	/* NULL for the root */
@@ -33,11 +47,16 @@ struct node {
 	uid_t uid;
 	gid_t gid;
 	struct timespec ctime;
+	/* A page-cache read was answered with data since an open last had
+	 * the kernel drop the cached pages. */
+	gboolean pagecache_filled;
+	guint pagecache_parked;	/* page-cache reads waiting */
 };
 
 struct open_file {
 	struct pf_snapshot snap;	/* first: the session frees the record */
-	const struct node *node;
+	struct node *node;
+	guint row;		/* show_rows files: the next row to print */
 };
 
 struct pf_fs {
@@ -52,6 +71,7 @@ struct pf_fs {
 	GQueue interrupted;	/* struct parked: to be answered EINTR */
 	guint interrupt_idle;
 	struct parked *spare;	/* for the next write */
+	GString *scratch;	/* for printing rows */
 };
 
 struct parked {
@@ -63,6 +83,8 @@ struct parked {
 	struct open_file *of;
 	size_t size;
 	off_t off;
+	gboolean pagecache;	/* sent by the page cache (sendfile, splice) */
+	gboolean tainted;	/* the node's attributes moved meanwhile */
 	/* A write waiting for the core: its length. */
 	gsize len;
 };
@@ -92,22 +114,46 @@ static void node_stat(struct pf_fs *fs, fuse_ino_t ino, struct stat *st)
 	st->st_nlink = S_ISDIR(n->mode) ? 2 : 1;
 	st->st_uid = n->uid;
 	st->st_gid = n->gid;
-	st->st_size = n->attr ? n->attr->size : 0;
+	if (!n->attr)
+		st->st_size = 0;
+	else if (n->attr->size_bound)
+		st->st_size = n->attr->size_bound(fs->pw);
+	else
+		st->st_size = n->attr->size;
 	st->st_blksize = 4096;
 	st->st_atim = fs->mounted_at;
 	st->st_mtim = fs->mounted_at;
 	st->st_ctim = n->ctime;
 }
 
+/* The kernel moves an inode's attribute version whenever it takes
+ * attributes or a write result from us.  A page-cache read sent before that
+ * then keeps the size it started with, and a short answer would come out
+ * padded with zeros to it: a waiting page-cache read of a node whose
+ * attributes moved is answered EINTR, never with data. */
+static void attrs_moved(struct pf_fs *fs, const struct node *n)
+{
+	if (!n->pagecache_parked)
+		return;
+	for (GList *l = fs->parked.head; l; l = l->next) {
+		struct parked *p = l->data;
+
+		if (p->pagecache && p->of->node == n)
+			p->tainted = TRUE;
+	}
+}
+
 static void reply_entry(fuse_req_t req, fuse_ino_t ino)
 {
 	struct fuse_entry_param e = {
 		.ino = ino,
-		.attr_timeout = CACHE_SECONDS,
-		.entry_timeout = CACHE_SECONDS,
+		.attr_timeout = ATTR_SECONDS,
+		.entry_timeout = ENTRY_SECONDS,
 	};
+	struct pf_fs *fs = req_fs(req);
 
-	node_stat(req_fs(req), ino, &e.attr);
+	node_stat(fs, ino, &e.attr);
+	attrs_moved(fs, node_get(fs, ino));
 	fuse_reply_entry(req, &e);
 }
 
@@ -131,7 +177,8 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino,
 
 	(void)fi;
 	node_stat(req_fs(req), ino, &st);
-	fuse_reply_attr(req, &st, CACHE_SECONDS);
+	attrs_moved(req_fs(req), node_get(req_fs(req), ino));
+	fuse_reply_attr(req, &st, ATTR_SECONDS);
 }
 
 /* chown and chmod persist (Android's init relies on it); the kernel has
@@ -159,14 +206,16 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		wakeup_notify_changed(fs->pw->engine);
 	}
 	node_stat(fs, ino, &st);
-	fuse_reply_attr(req, &st, CACHE_SECONDS);
+	attrs_moved(fs, n);
+	fuse_reply_attr(req, &st, ATTR_SECONDS);
 }
 
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct pf_fs *fs = req_fs(req);
-	const struct node *n = node_get(fs, ino);
+	struct node *n = node_get(fs, ino);
 	struct open_file *of;
+	gboolean keep_cache;
 
 	if (S_ISDIR(n->mode)) {
 		fuse_reply_err(req, EISDIR);
@@ -177,9 +226,23 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EACCES);
 		return;
 	}
+	/* sysfs and debugfs files have no direct I/O: the kernel refuses
+	 * O_DIRECT once the file is open. */
+	if (fi->flags & O_DIRECT) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	/* The kernel empties its idea of the size at an O_TRUNC open. */
+	if (fi->flags & O_TRUNC)
+		attrs_moved(fs, n);
+	/* Have the kernel drop what page-cache reads left, unless one waits
+	 * now: the opener would wait for it. */
+	keep_cache = !n->pagecache_filled || n->pagecache_parked;
+	if (!keep_cache)
+		n->pagecache_filled = FALSE;
 	of = g_new0(struct open_file, 1);
 	of->node = n;
-	pf_session_reply_open(fs->session, req, fi, &of->snap);
+	pf_session_reply_open(fs->session, req, fi, &of->snap, keep_cache);
 }
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino,
@@ -190,11 +253,20 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino,
 }
 
 static void park_read(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
-		      size_t size, off_t off);
+		      size_t size, off_t off, gboolean pagecache);
+
+/* Answer from the open file's snapshot. */
+static void reply_snapshot(fuse_req_t req, struct open_file *of, size_t size,
+			   off_t off, gboolean pagecache)
+{
+	if (pagecache && (gsize)off < of->snap.text->len)
+		of->node->pagecache_filled = TRUE;
+	pf_snapshot_reply(req, &of->snap, size, off);
+}
 
 /* Generate the content and answer from it, or park until it can be. */
 static void read_fresh(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
-		       size_t size, off_t off)
+		       size_t size, off_t off, gboolean pagecache)
 {
 	int ret;
 
@@ -202,7 +274,7 @@ static void read_fresh(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
 	of->snap.valid = FALSE;
 	ret = of->node->attr->show(fs->pw, of->snap.text);
 	if (ret == -EAGAIN) {
-		park_read(fs, req, of, size, off);
+		park_read(fs, req, of, size, off, pagecache);
 		return;
 	}
 	if (ret < 0) {
@@ -210,7 +282,56 @@ static void read_fresh(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
 		return;
 	}
 	of->snap.valid = TRUE;
-	pf_snapshot_reply(req, &of->snap, size, off);
+	reply_snapshot(req, of, size, off, pagecache);
+}
+
+/* A row listing (wakeup_sources): print what this read returns and keep
+ * only where it stopped, the next row and the rest of the last row printed
+ * (as seq_file keeps them), so neither memory per open file nor the work
+ * of a short read grows with the listing. */
+static void read_rows(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
+		      size_t size, off_t off, gboolean pagecache)
+{
+	const struct pf_attr *attr = of->node->attr;
+	GString *out = fs->scratch;
+	gsize skip = 0, n;
+
+	g_string_truncate(out, 0);
+	if (pf_snapshot_continues(&of->snap, off)) {
+		g_string_append_len(out, of->snap.text->str,
+				    of->snap.text->len);
+	} else {
+		of->row = 0;
+		skip = (gsize)off;
+		attr->skip_rows(fs->pw, &of->row, &skip);
+	}
+	attr->show_rows(fs->pw, &of->row, out, skip + size);
+	n = out->len > skip ? MIN(size, out->len - skip) : 0;
+	g_string_truncate(of->snap.text, 0);
+	if (out->len > skip + n)
+		g_string_append_len(of->snap.text, out->str + skip + n,
+				    out->len - skip - n);
+	of->snap.valid = TRUE;
+	of->snap.end = off + n;
+	if (pagecache && n)
+		of->node->pagecache_filled = TRUE;
+	fuse_reply_buf(req, out->str + skip, n);
+	/* Keep the scratch buffer from holding on to a huge read. */
+	if (out->allocated_len > 256 * 1024) {
+		g_string_free(out, TRUE);
+		fs->scratch = g_string_sized_new(4096);
+	}
+}
+
+/* A parked read stops waiting for no wakeup event in progress. */
+static void read_unpark(struct pf_fs *fs, struct parked *p)
+{
+	if (p->waiter)
+		wakeup_cancel_wait(p->waiter);
+	p->waiter = NULL;
+	if (p->pagecache)
+		p->of->node->pagecache_parked--;
+	g_queue_unlink(&fs->parked, &p->link);
 }
 
 static void parked_read_wake(gpointer data)
@@ -218,9 +339,12 @@ static void parked_read_wake(gpointer data)
 	struct parked *p = data;
 	struct pf_fs *fs = p->fs;
 
-	p->waiter = NULL;
-	g_queue_unlink(&fs->parked, &p->link);
-	read_fresh(fs, p->req, p->of, p->size, p->off);
+	p->waiter = NULL;	/* it is done: nothing to cancel */
+	read_unpark(fs, p);
+	if (p->tainted)
+		fuse_reply_err(p->req, EINTR);
+	else
+		read_fresh(fs, p->req, p->of, p->size, p->off, p->pagecache);
 	g_free(p);
 }
 
@@ -249,9 +373,7 @@ static void parked_read_interrupted(fuse_req_t req, void *data)
 	(void)req;
 	if (!p->waiter)
 		return;
-	wakeup_cancel_wait(p->waiter);
-	p->waiter = NULL;
-	g_queue_unlink(&fs->parked, &p->link);
+	read_unpark(fs, p);
 	g_queue_push_tail_link(&fs->interrupted, &p->link);
 	if (!fs->interrupt_idle)
 		fs->interrupt_idle = g_idle_add(answer_interrupted, fs);
@@ -261,7 +383,7 @@ static void parked_read_interrupted(fuse_req_t req, void *data)
 }
 
 static void park_read(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
-		      size_t size, off_t off)
+		      size_t size, off_t off, gboolean pagecache)
 {
 	struct parked *p = g_new0(struct parked, 1);
 
@@ -271,8 +393,11 @@ static void park_read(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
 	p->of = of;
 	p->size = size;
 	p->off = off;
+	p->pagecache = pagecache;
 	g_queue_push_tail_link(&fs->parked, &p->link);
 	p->waiter = wakeup_wait_idle(fs->pw->engine, parked_read_wake, p);
+	if (pagecache)
+		of->node->pagecache_parked++;
 	/* May call parked_read_interrupted() at once if a signal came first. */
 	fuse_req_interrupt_func(req, parked_read_interrupted, p);
 }
@@ -281,12 +406,17 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct open_file *of = (struct open_file *)(uintptr_t)fi->fh;
+	/* The kernel names the lock owner of every read(2)-style read; the
+	 * page cache's reads (sendfile, splice, mmap) have none. */
+	gboolean pagecache = fi->lock_owner == 0;
 
 	(void)ino;
-	if (pf_snapshot_continues(&of->snap, off))
-		pf_snapshot_reply(req, &of->snap, size, off);
+	if (of->node->attr->show_rows)
+		read_rows(req_fs(req), req, of, size, off, pagecache);
+	else if (pf_snapshot_continues(&of->snap, off))
+		reply_snapshot(req, of, size, off, pagecache);
 	else
-		read_fresh(req_fs(req), req, of, size, off);
+		read_fresh(req_fs(req), req, of, size, off, pagecache);
 }
 
 static void reply_store(fuse_req_t req, gssize result)
@@ -323,8 +453,7 @@ static void answer_parked(struct pf_fs *fs, int write_error)
 		GList *next = l->next;
 
 		if (p->waiter) {
-			g_queue_unlink(&fs->parked, l);
-			wakeup_cancel_wait(p->waiter);
+			read_unpark(fs, p);
 			fuse_reply_err(p->req, EINTR);
 			g_free(p);
 		} else if (write_error) {
@@ -350,7 +479,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct pf_fs *fs = req_fs(req);
-	const struct node *n = node_get(fs, ino);
+	struct node *n = node_get(fs, ino);
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct pf_caller caller = { ctx->pid, ctx->uid, ctx->gid };
 	char text[PF_STORE_MAX + 1];
@@ -390,6 +519,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		return;
 	}
 	fs->spare = p;
+	attrs_moved(fs, n);
 	reply_store(req, ret);
 }
 
@@ -444,7 +574,7 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	/* O_TRUNC arrives with the open instead of as a separate truncate. */
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
-	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	pf_session_init_conn(conn);
 }
 
 /* The set of files is fixed: pf_session_refuse_changes() fills in the
@@ -471,13 +601,15 @@ static void build_nodes(struct pf_fs *fs)
 	fs->mounted_at = now;
 	fs->n_nodes = n_attrs + 1;
 	fs->nodes = g_new0(struct node, fs->n_nodes);
-	fs->nodes[0] = (struct node){ NULL, 0, S_IFDIR | 0755, 0, 0, now };
+	fs->nodes[0] = (struct node){ .mode = S_IFDIR | 0755, .ctime = now };
 	for (guint i = 0; i < n_attrs; i++)
 		fs->nodes[i + 1] = (struct node){
-			&attrs[i],
-			attrs[i].parent < 0 ? FUSE_ROOT_ID :
-					      (fuse_ino_t)attrs[i].parent + 2,
-			attrs[i].mode, 0, 0, now
+			.attr = &attrs[i],
+			.parent = attrs[i].parent < 0 ?
+					  FUSE_ROOT_ID :
+					  (fuse_ino_t)attrs[i].parent + 2,
+			.mode = attrs[i].mode,
+			.ctime = now,
 		};
 }
 
@@ -493,11 +625,13 @@ struct pf_fs *pf_fs_mount(struct power *pw, const char *mountpoint,
 	g_queue_init(&fs->parked);
 	g_queue_init(&fs->answered);
 	g_queue_init(&fs->interrupted);
+	fs->scratch = g_string_sized_new(4096);
 	build_nodes(fs);
 	pf_session_refuse_changes(&fs_ops);
 	fs->session = pf_session_mount(&fs_ops, fs, mountpoint, mount_options,
 				       on_unmounted, data, error);
 	if (!fs->session) {
+		g_string_free(fs->scratch, TRUE);
 		g_free(fs->nodes);
 		g_free(fs);
 		return NULL;
@@ -555,7 +689,7 @@ void pf_fs_chown_writable(struct pf_fs *fs, uid_t uid, gid_t gid)
 	for (guint i = 0; i < fs->n_nodes; i++) {
 		struct node *n = &fs->nodes[i];
 
-		if (n->attr && n->attr->store) {
+		if (n->attr && S_ISREG(n->mode) && (n->mode & 0222)) {
 			n->uid = uid;
 			n->gid = gid;
 		}
@@ -579,6 +713,7 @@ void pf_fs_unmount(struct pf_fs *fs)
 	answer_interrupted(fs);
 	pf_session_unmount(fs->session);
 	g_free(fs->spare);
+	g_string_free(fs->scratch, TRUE);
 	g_free(fs->nodes);
 	g_free(fs);
 }

@@ -158,12 +158,13 @@ static void open_file_free(struct pf_snapshot *snap)
 }
 
 void pf_session_reply_open(struct pf_session *ps, fuse_req_t req,
-			   struct fuse_file_info *fi, struct pf_snapshot *snap)
+			   struct fuse_file_info *fi, struct pf_snapshot *snap,
+			   gboolean keep_cache)
 {
 	snap->text = g_string_sized_new(64);
 	fi->fh = (uintptr_t)snap;
 	fi->direct_io = 1;
-	fi->keep_cache = 0;
+	fi->keep_cache = keep_cache;
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		/* The opener was interrupted; there will be no release. */
 		open_file_free(snap);
@@ -209,6 +210,17 @@ void pf_session_unmount(struct pf_session *ps)
 	free(ps->buf.mem);
 	g_free(ps->mountpoint);
 	g_free(ps);
+}
+
+void pf_session_init_conn(struct fuse_conn_info *conn)
+{
+	/* A read the page cache sends ahead, and an asynchronous read(2)
+	 * (io_submit), would be background requests: no interrupt reaches
+	 * them, a waiting one leaves its reader unkillable and unfreezable,
+	 * and a dozen of them stop the kernel from sending any RELEASE.
+	 * Synchronous, they wait in their caller like any read. */
+	conn->want &= ~(FUSE_CAP_ASYNC_READ | FUSE_CAP_ASYNC_DIO |
+			FUSE_CAP_WRITEBACK_CACHE);
 }
 
 static void refuse_create(fuse_req_t req, fuse_ino_t parent, const char *name,

@@ -11,6 +11,8 @@
  * count wraps at 65536; here they are plain integers and it wraps at 2^32.
  * Everything runs on one thread, so there are no locks.
  */
+#include <string.h>
+
 #include "powerfs/wakeup.h"
 
 struct wakeup_source {
@@ -18,6 +20,7 @@ struct wakeup_source {
 	char *name;
 	GList link;		/* in engine->sources, newest first */
 	guint id;		/* lowest free at registration (IDA) */
+	guint64 serial;		/* never reused: identifies the object */
 	GSequenceIter *timer_node;	/* in engine->timeouts, if armed */
 	gint64 timer_expires;	/* 0 = no timeout armed */
 	gint64 total_time, max_time, last_time;
@@ -39,6 +42,8 @@ struct wakeup_engine {
 	GQueue sources;
 	GHashTable *by_id;	/* id -> source (/sys/class/wakeup/wakeupN) */
 	guint id_hint;		/* every id below it is taken */
+	guint64 next_serial;
+	gsize row_bytes_bound;	/* for wakeup_stats_size_bound() */
 	struct wakeup_source deleted;	/* statistics of removed sources */
 	guint registered;	/* completed events */
 	guint in_progress;	/* active sources */
@@ -60,6 +65,13 @@ struct wakeup_engine {
 static void timeouts_expire(gpointer data);
 static void waiters_run(gpointer data);
 
+/* The widest a row of the listing can be: the name (padded to 12), a tab,
+ * nine numbers of at most 20 digits with their two tabs, the newline. */
+static gsize row_bound(const char *name)
+{
+	return MAX(strlen(name), 12) + 1 + 9 * (20 + 2) + 1;
+}
+
 struct wakeup_engine *wakeup_engine_new(struct pf_clock *clock)
 {
 	struct wakeup_engine *e = g_new0(struct wakeup_engine, 1);
@@ -70,6 +82,8 @@ struct wakeup_engine *wakeup_engine_new(struct pf_clock *clock)
 	e->by_id = g_hash_table_new(g_direct_hash, g_direct_equal);
 	e->deleted.engine = e;
 	e->deleted.name = g_strdup("deleted");
+	e->next_serial = 1;
+	e->row_bytes_bound = row_bound(e->deleted.name);
 	e->timeouts = g_sequence_new(NULL);
 	e->timeout_timer = pf_timer_new(clock, timeouts_expire, e);
 	e->waiter_timer = pf_timer_new(clock, waiters_run, e);
@@ -101,6 +115,8 @@ struct wakeup_source *wakeup_source_register(struct wakeup_engine *e,
 
 	ws->engine = e;
 	ws->name = g_strndup(name, len);
+	ws->serial = e->next_serial++;
+	e->row_bytes_bound += row_bound(ws->name);
 	ws->link.data = ws;
 	ws->last_time = pf_clock_now(e->clock);
 	g_queue_push_head_link(&e->sources, &ws->link);
@@ -141,6 +157,7 @@ void wakeup_source_unregister(struct wakeup_source *ws)
 	g_queue_unlink(&e->sources, &ws->link);
 	g_hash_table_remove(e->by_id, GUINT_TO_POINTER(ws->id));
 	e->id_hint = MIN(e->id_hint, ws->id);
+	e->row_bytes_bound -= row_bound(ws->name);
 	g_free(ws->name);
 	g_free(ws);
 	wakeup_notify_changed(e);
@@ -154,6 +171,11 @@ const char *wakeup_source_name(const struct wakeup_source *ws)
 guint wakeup_source_id(const struct wakeup_source *ws)
 {
 	return ws->id;
+}
+
+guint64 wakeup_source_serial(const struct wakeup_source *ws)
+{
+	return ws->serial;
 }
 
 struct wakeup_source *wakeup_source_by_id(const struct wakeup_engine *e,
@@ -471,6 +493,11 @@ void wakeup_source_get_stats(const struct wakeup_source *ws,
 	st->prevent_suspend_time_ms = to_ms(prevent);
 }
 
+static const char stats_header[] =
+	"name\t\tactive_count\tevent_count\twakeup_count\texpire_count\t"
+	"active_since\ttotal_time\tmax_time\tlast_change\t"
+	"prevent_suspend_time\n";
+
 static void print_source(GString *out, const struct wakeup_source *ws)
 {
 	struct wakeup_stats st;
@@ -485,14 +512,107 @@ static void print_source(GString *out, const struct wakeup_source *ws)
 		st.max_time_ms, st.last_change_ms, st.prevent_suspend_time_ms);
 }
 
+static gsize digits(guint64 v)
+{
+	gsize n = 1;
+
+	while (v >= 10) {
+		v /= 10;
+		n++;
+	}
+	return n;
+}
+
+/* What print_source() would print, counted without printing. */
+static gsize source_width(const struct wakeup_source *ws)
+{
+	struct wakeup_stats st;
+
+	wakeup_source_get_stats(ws, &st);
+	return MAX(strlen(ws->name), 12) + 1 + 8 * 2 + 1 +
+	       digits(st.active_count) + digits(st.event_count) +
+	       digits(st.wakeup_count) + digits(st.expire_count) +
+	       digits((guint64)st.active_time_ms) +
+	       digits((guint64)st.total_time_ms) +
+	       digits((guint64)st.max_time_ms) +
+	       digits((guint64)st.last_change_ms) +
+	       digits((guint64)st.prevent_suspend_time_ms);
+}
+
+/* Once the "deleted" row is printed the listing has ended, even if sources
+ * come later. */
+#define ROWS_ENDED G_MAXUINT
+
+/* Row r of the listing: 0 the header, then the sources newest first, then
+ * "deleted".  *at caches the list position of row r - 1 so that walking the
+ * rows in order is linear.  NULL past the end. */
+static const struct wakeup_source *row_source(const struct wakeup_engine *e,
+					      guint row, GList **at)
+{
+	if (row == ROWS_ENDED)
+		return NULL;
+	if (*at)
+		*at = (*at)->next;
+	else
+		*at = g_queue_peek_nth_link((GQueue *)&e->sources, row - 1);
+	if (*at)
+		return (*at)->data;
+	return row == g_queue_get_length((GQueue *)&e->sources) + 1 ?
+		       &e->deleted : NULL;
+}
+
+gboolean wakeup_print_rows(const struct wakeup_engine *e, guint *row,
+			   GString *out, gsize min_len)
+{
+	GList *at = NULL;
+
+	if (*row == 0 && out->len < min_len) {
+		g_string_append(out, stats_header);
+		(*row)++;
+	}
+	while (out->len < min_len) {
+		const struct wakeup_source *ws = row_source(e, *row, &at);
+
+		if (!ws)
+			return FALSE;
+		print_source(out, ws);
+		*row = ws == &e->deleted ? ROWS_ENDED : *row + 1;
+	}
+	return *row != ROWS_ENDED;
+}
+
+void wakeup_skip_rows(const struct wakeup_engine *e, guint *row, gsize *skip)
+{
+	GList *at = NULL;
+
+	if (*row == 0) {
+		if (*skip < sizeof(stats_header) - 1)
+			return;
+		*skip -= sizeof(stats_header) - 1;
+		(*row)++;
+	}
+	for (;;) {
+		const struct wakeup_source *ws = row_source(e, *row, &at);
+		gsize w;
+
+		if (!ws || (w = source_width(ws)) > *skip)
+			return;
+		*skip -= w;
+		*row = ws == &e->deleted ? ROWS_ENDED : *row + 1;
+	}
+}
+
+gsize wakeup_stats_size_bound(const struct wakeup_engine *e)
+{
+	return sizeof(stats_header) - 1 + e->row_bytes_bound;
+}
+
 void wakeup_print_stats(const struct wakeup_engine *e, GString *out)
 {
-	g_string_append(out, "name\t\tactive_count\tevent_count\twakeup_count\t"
-			"expire_count\tactive_since\ttotal_time\tmax_time\t"
-			"last_change\tprevent_suspend_time\n");
-	for (GList *l = e->sources.head; l; l = l->next)
-		print_source(out, l->data);
-	print_source(out, &e->deleted);
+	guint row = 0;
+
+	while (wakeup_print_rows(e, &row, out, G_MAXSIZE))
+		;
 }
 
 void wakeup_foreach_source(const struct wakeup_engine *e,

@@ -507,7 +507,13 @@ libc.read.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
 libc.read.restype = ctypes.c_ssize_t
 libc.pread.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long]
 libc.pread.restype = ctypes.c_ssize_t
+libc.sendfile.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+libc.sendfile.restype = ctypes.c_ssize_t
+libc.splice.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                        ctypes.c_size_t, ctypes.c_uint]
+libc.splice.restype = ctypes.c_ssize_t
 path, mode, offset, nonblock = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+call = sys.argv[5]
 if mode in ("handler", "restart"):
     signal.signal(signal.SIGUSR1, lambda s, f: None)
     signal.siginterrupt(signal.SIGUSR1, mode == "handler")
@@ -515,17 +521,31 @@ elif mode == "ignore":
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
 fd = os.open(path, os.O_RDONLY | (os.O_NONBLOCK if nonblock else 0))
 buf = ctypes.create_string_buffer(8192)
+r, w = os.pipe()
 sys.stdout.write("ready\n"); sys.stdout.flush()
-if offset < 0:
+if call == "sendfile":     # through the page cache, as busybox cat reads
+    off = ctypes.c_long(offset)
+    n = libc.sendfile(w, fd, None if offset < 0 else ctypes.byref(off), 8192)
+elif call == "splice":
+    off = ctypes.c_long(offset)
+    n = libc.splice(fd, None if offset < 0 else ctypes.byref(off), w, None, 8192, 0)
+elif offset < 0:
     n = libc.read(fd, buf, 8192)
 else:
     n = libc.pread(fd, buf, 8192, offset)
 e = ctypes.get_errno() if n < 0 else 0
+if call in ("sendfile", "splice") and n > 0:
+    buf.raw = os.read(r, n).ljust(8192, b"\0")
 sys.stdout.write(json.dumps({"n": n, "errno": e, "data": buf.raw[:max(n, 0)].hex()}) + "\n")
 sys.stdout.flush()
 '''
 
 _READ_SYSCALLS = {"x86_64": ("0", "17"), "aarch64": ("63", "67")}
+_CALL_SYSCALLS = {
+    "read": _READ_SYSCALLS,
+    "sendfile": {"x86_64": ("40",), "aarch64": ("71",)},
+    "splice": {"x86_64": ("275",), "aarch64": ("76",)},
+}
 
 
 def wait_in_syscall(proc, syscalls, name, timeout=5.0):
@@ -555,13 +575,16 @@ class Reader:
     """A child process that opens path and does one read(2) (or pread at
     offset) through libc, so that EINTR is visible.  mode: "default" (no
     handler), "handler" (SIGUSR1 handler, no SA_RESTART), "restart" (handler
-    with SA_RESTART), "ignore" (SIGUSR1 ignored).  Use as a context manager:
-    the child is killed on exit."""
+    with SA_RESTART), "ignore" (SIGUSR1 ignored).  call: "read" (read or
+    pread), or "sendfile" or "splice" into a pipe (the page-cache path).
+    Use as a context manager: the child is killed on exit."""
 
-    def __init__(self, path, mode="default", offset=-1, nonblock=False):
+    def __init__(self, path, mode="default", offset=-1, nonblock=False,
+                 call="read"):
+        self.call = call
         self.proc = subprocess.Popen(
             [PYTHON, "-c", _READER, path, mode, str(offset),
-             "1" if nonblock else "0"],
+             "1" if nonblock else "0", call],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE)
         _children.append(self.proc)
@@ -612,7 +635,8 @@ class Reader:
     def wait_in_read(self, timeout=5.0):
         """Wait until the child sits in the read system call (so a signal
         sent now hits the blocked read, not the code before it)."""
-        wait_in_syscall(self.proc, _READ_SYSCALLS, "read", timeout)
+        wait_in_syscall(self.proc, _CALL_SYSCALLS[self.call], self.call,
+                        timeout)
 
     def blocked(self, secs=0.3):
         """True if the read has still not returned after secs seconds."""

@@ -10,10 +10,12 @@ import subprocess
 import pytest
 
 from conftest import (CAP_BLOCK_SUSPEND, ROOT_ENTRIES, ROOT_FILES, STATS_FILES,
-                      Reader, open_write_close, raises_errno, run_in_child,
-                      timed, wait_until)
+                      Reader, open_close, open_write_close, raises_errno,
+                      run_in_child, timed, wait_until)
 
-RO_FILES = ["wakeup_sources"] + ["suspend_stats/" + n for n in STATS_FILES]
+CAP_DAC_OVERRIDE = 1
+
+RO_FILES = ["suspend_stats/" + n for n in STATS_FILES]
 
 
 # --- attributes and listings ---------------------------------------------------
@@ -44,11 +46,46 @@ def test_fstat_matches_stat(pfs):
 
 
 def test_wakeup_sources_attributes(pfs):
+    """0444 root, and (deviation) a size that bounds the content, where
+    debugfs says 0: readers through the page cache stop at st_size."""
     st = os.stat(pfs.path("wakeup_sources"))
     assert stat.S_ISREG(st.st_mode)
     assert stat.S_IMODE(st.st_mode) == 0o444
     assert (st.st_uid, st.st_gid) == (0, 0)
-    assert st.st_size == 0
+    assert st.st_size % 4096 == 0
+    assert st.st_size >= len(pfs.read_all("wakeup_sources")) + 4096
+
+
+def test_wakeup_sources_size_follows_the_sources(mount):
+    p = mount("--wakelock-limit=0")
+    names = [b"n%04d-" % i + b"x" * 200 for i in range(200)]
+    for n in names:
+        p.lock(n)
+    data = p.read_all("wakeup_sources")
+    assert len(data) > 40000
+    assert os.stat(p.path("wakeup_sources")).st_size >= len(data) + 4096
+    for n in names:
+        p.unlock(n)
+
+
+def test_wakeup_sources_root_may_open_for_writing(pfs):
+    """debugfs: the file has no write handler; its 0444 mode keeps others
+    out, root opens it for writing and every write fails with EINVAL."""
+    before = pfs.read_all("wakeup_sources")
+    for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_APPEND,
+                  os.O_WRONLY | os.O_TRUNC):
+        fd = os.open(pfs.path("wakeup_sources"), flags)
+        try:
+            for data in (b"x", b"autosleep\n", b"x" * 5000):
+                with raises_errno(errno.EINVAL):
+                    os.write(fd, data)
+        finally:
+            os.close(fd)
+    with raises_errno(errno.EACCES):
+        run_in_child(open_close, pfs.path("wakeup_sources"), os.O_WRONLY,
+                     drop_caps=[CAP_DAC_OVERRIDE])
+    assert pfs.read_all("wakeup_sources").split(b"\n")[0] == \
+        before.split(b"\n")[0]
 
 
 def test_suspend_stats_is_a_0755_directory(pfs):
@@ -343,7 +380,7 @@ def test_read_only_files_refuse_write_open(pfs, name, flags):
                                    os.O_WRONLY | os.O_APPEND,
                                    os.O_WRONLY | os.O_CREAT],
                          ids=["TRUNC", "APPEND", "CREAT"])
-@pytest.mark.parametrize("name", ["wakeup_sources", "suspend_stats/success"])
+@pytest.mark.parametrize("name", ["suspend_stats/success"])
 def test_read_only_files_refuse_write_open_any_flags(pfs, name, flags):
     with raises_errno(errno.EACCES):
         os.open(pfs.path(name), flags)

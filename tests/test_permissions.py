@@ -192,7 +192,7 @@ def test_chmod_by_others_is_refused(mount):
     assert (stat.S_IMODE(st.st_mode), st.st_uid) == (0o644, 0)
 
 
-@pytest.mark.parametrize("name", ["wakeup_sources", "suspend_stats/success"])
+@pytest.mark.parametrize("name", ["suspend_stats/success"])
 def test_chmod_does_not_make_read_only_files_writable(mount, name):
     p = mount("-o", "allow_other")
     os.chmod(p.path(name), 0o666)
@@ -219,3 +219,13 @@ def test_with_allow_other_others_can_look(mount):
     assert stat.S_ISDIR(st.st_mode)
     assert "wake_lock" in run_in_child(os.listdir, p.path(), **USER)
     assert run_in_child(open_read_close, p.path("wake_lock"), **USER) == b"\n"
+
+
+def test_chmod_of_wakeup_sources_lets_others_open_it_for_nothing(mount):
+    """debugfs: the mode decides who opens it; no write ever succeeds."""
+    p = mount("-o", "allow_other")
+    with raises_errno(errno.EACCES):
+        run_in_child(open_close, p.path("wakeup_sources"), os.O_WRONLY, **USER)
+    os.chmod(p.path("wakeup_sources"), 0o666)
+    with raises_errno(errno.EINVAL):
+        run_in_child(open_write_close, p.path("wakeup_sources"), b"x", **USER)

@@ -235,14 +235,15 @@ def read_file(name):
         for attempt in range(2):          # fresh, then after lseek(fd, 0)
             if attempt:
                 os.lseek(fd, 0, os.SEEK_SET)
-            data = os.read(fd, 8192)
             if name == "wakeup_sources":
-                while True:
-                    c = os.read(fd, 8192)
-                    if not c:
-                        break
-                    data += c
+                # Printed a row at a time, like the kernel's seq_file: one
+                # read is consistent, a later read goes on from the next
+                # row as the listing is then.
+                data = os.read(fd, 1 << 20)
+                if os.read(fd, 8192):
+                    error(f"{name}: read after the end returned data")
             else:
+                data = os.read(fd, 8192)
                 more = os.read(fd, 8192)  # the snapshot is used up: 0 at once
                 if more:
                     error(f"{name}: second read returned {more!r}")

@@ -36,6 +36,16 @@ struct pf_attr {
 	gssize (*store)(struct power *pw, const struct pf_caller *caller,
 			const char *buf, gsize len, pf_store_done done,
 			gpointer data);
+	/* Instead of show(), for a listing of any length (debugfs
+	 * wakeup_sources): print rows from *row on until out holds min_len
+	 * bytes (FALSE at the end), or skip the whole rows that fit in *skip
+	 * (see wakeup_print_rows()). */
+	gboolean (*show_rows)(struct power *pw, guint *row, GString *out,
+			      gsize min_len);
+	void (*skip_rows)(struct power *pw, guint *row, gsize *skip);
+	/* If set, st_size is this bound of the content's length rather than
+	 * size: reads through the page cache stop at st_size. */
+	off_t (*size_bound)(struct power *pw);
 };
 
 /* The table; row i is served as inode i + 2 (1 is the root). */

@@ -25,6 +25,9 @@ struct pf_session *pf_session_mount(const struct fuse_lowlevel_ops *ops,
 				    GError **error);
 void pf_session_unmount(struct pf_session *ps);
 
+/* The connection settings both mounts want, from their init handler. */
+void pf_session_init_conn(struct fuse_conn_info *conn);
+
 /* Fill in the handlers that create, remove or rename entries: a fixed tree
  * refuses them (create and mknod: EACCES; the rest: EPERM). */
 void pf_session_refuse_changes(struct fuse_lowlevel_ops *ops);
@@ -39,12 +42,16 @@ struct pf_snapshot {
 	GList link;		/* in the session's open files */
 };
 
-/* Answer an open: the file is served direct_io (never from the page cache)
- * and snap, the first member of a g_malloc'ed per-open record, becomes its
- * handle (fi->fh).  The session frees the record at release, or at unmount
- * if the connection ends before a release comes. */
+/* Answer an open: the file is served direct_io, so read(2) and its kin
+ * always reach the server, and snap, the first member of a g_malloc'ed
+ * per-open record, becomes its handle (fi->fh).  The session frees the
+ * record at release, or at unmount if the connection ends before a release
+ * comes.  sendfile(2) and splice(2) still read through the page cache
+ * (Linux 6.5 and later): without keep_cache the kernel drops the file's
+ * cached pages at this open. */
 void pf_session_reply_open(struct pf_session *ps, fuse_req_t req,
-			   struct fuse_file_info *fi, struct pf_snapshot *snap);
+			   struct fuse_file_info *fi, struct pf_snapshot *snap,
+			   gboolean keep_cache);
 void pf_session_release(struct pf_session *ps, fuse_req_t req,
 			struct fuse_file_info *fi);
 gboolean pf_snapshot_continues(const struct pf_snapshot *snap, off_t off);

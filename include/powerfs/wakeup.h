@@ -29,6 +29,9 @@ const char *wakeup_source_name(const struct wakeup_source *ws);
 /* The source's number, the lowest free at registration and free again once
  * it is unregistered (the N of /sys/class/wakeup/wakeupN). */
 guint wakeup_source_id(const struct wakeup_source *ws);
+/* A number no other source ever had or will have (the object's identity:
+ * an id is reused after its source is gone). */
+guint64 wakeup_source_serial(const struct wakeup_source *ws);
 /* The registered source with that number, or NULL. */
 struct wakeup_source *wakeup_source_by_id(const struct wakeup_engine *engine,
 					  guint id);
@@ -83,6 +86,19 @@ const struct wakeup_source *wakeup_first_active(
 
 /* The debugfs wakeup_sources table, newest source first, "deleted" last. */
 void wakeup_print_stats(const struct wakeup_engine *engine, GString *out);
+/* The same table a row at a time, as a seq_file prints it, so a read costs
+ * what it returns.  Row 0 is the header.  Appends rows from *row on until
+ * out holds at least min_len bytes; *row is then the next row.  FALSE once
+ * the last row is printed. */
+gboolean wakeup_print_rows(const struct wakeup_engine *engine, guint *row,
+			   GString *out, gsize min_len);
+/* Moves *row past the whole rows that fit in *skip bytes and takes their
+ * width off *skip, measuring rather than printing them. */
+void wakeup_skip_rows(const struct wakeup_engine *engine, guint *row,
+		      gsize *skip);
+/* An upper bound of the table's length now (sources added later make it
+ * grow). */
+gsize wakeup_stats_size_bound(const struct wakeup_engine *engine);
 
 /* Iterate sources, newest first (for /sys/class/wakeup). */
 typedef void (*wakeup_source_visit)(const struct wakeup_source *ws,

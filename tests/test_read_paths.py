@@ -1,0 +1,455 @@
+"""Every way of reading gives the bytes read(2) gives, as of the moment of
+the read: pread and readv at any offset, sendfile(2) and splice(2) (busybox
+and toybox cat), copy_file_range(2); and O_DIRECT, mmap as on the kernel.
+
+sendfile and splice do not honour direct_io on Linux 6.5 and later: they
+read FUSE files through the page cache, up to the size the kernel holds for
+the inode.  These tests are the ones that failed when that size was cached
+for an hour (output cut short, or empty for wakeup_sources) and when a
+blocked page-cache read of wakeup_count left its reader in D state."""
+
+import errno
+import mmap
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import Reader, raises_errno, timed, wait_until
+
+BUSYBOX = shutil.which("busybox")
+FREEZER_V1 = "/sys/fs/cgroup/freezer"
+CGROUP_V2 = next((d for d in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
+                  if os.path.exists(os.path.join(d, "cgroup.procs"))
+                  and os.path.exists(os.path.join(d, "cgroup.subtree_control"))),
+                 None)
+
+FILES = ["state", "wake_lock", "wake_unlock", "wakeup_count", "autosleep",
+         "suspend_stats/success", "suspend_stats/last_failed_step",
+         "wakeup_sources"]
+
+
+def read2(path):
+    """The reference: one open, read(2) until EOF."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        out = b""
+        while True:
+            c = os.read(fd, 1 << 16)
+            if not c:
+                return out
+            out += c
+    finally:
+        os.close(fd)
+
+
+def sendfile_all(path, offset=None, to_file=False):
+    """sendfile(2) until it returns 0, into a pipe (or a regular file)."""
+    fd = os.open(path, os.O_RDONLY)
+    if to_file:
+        out = tempfile.TemporaryFile()
+        w = out.fileno()
+    else:
+        r, w = os.pipe()
+    data = b""
+    try:
+        while True:
+            n = os.sendfile(w, fd, offset, 1 << 16)
+            if n == 0:
+                break
+            if offset is not None:
+                offset += n
+            if not to_file:
+                data += os.read(r, n)
+        if to_file:
+            out.seek(0)
+            data = out.read()
+        return data
+    finally:
+        os.close(fd)
+        if to_file:
+            out.close()
+        else:
+            os.close(r)
+            os.close(w)
+
+
+def splice_all(path, offset=None):
+    fd = os.open(path, os.O_RDONLY)
+    r, w = os.pipe()
+    data = b""
+    try:
+        while True:
+            n = os.splice(fd, w, 1 << 16, offset_src=offset)
+            if n == 0:
+                return data
+            if offset is not None:
+                offset += n
+            data += os.read(r, n)
+    finally:
+        for f in (fd, r, w):
+            os.close(f)
+
+
+def busybox_cat(path):
+    r = subprocess.run([BUSYBOX, "cat", path], capture_output=True, timeout=10)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def readv_small(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        bufs = [bytearray(3), bytearray(1), bytearray(7), bytearray(8192)]
+        n = os.readv(fd, bufs)
+        return b"".join(bytes(b) for b in bufs)[:n]
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def busy(pfs):
+    """Content of every length: two locks of different name lengths, a
+    handshake failure recorded in suspend_stats, nothing left active (so
+    that wakeup_sources holds still)."""
+    pfs.lock(b"a-rather-long-lock-name", b"b")
+    pfs.unlock(b"b")
+    yield pfs
+    pfs.unlock(b"a-rather-long-lock-name")
+
+
+READERS = {
+    "sendfile": sendfile_all,
+    "sendfile-to-file": lambda p: sendfile_all(p, to_file=True),
+    "sendfile-offset": lambda p: sendfile_all(p, offset=0),
+    "splice": splice_all,
+    "splice-offset": lambda p: splice_all(p, offset=0),
+    "readv": readv_small,
+}
+
+
+@pytest.mark.parametrize("how", sorted(READERS))
+@pytest.mark.parametrize("name", FILES)
+def test_every_reader_gets_the_bytes_of_read(busy, name, how):
+    # An active source would change wakeup_sources between two reads, and
+    # block wakeup_count.
+    still = name in ("wakeup_count", "wakeup_sources")
+    if still:
+        busy.unlock(b"a-rather-long-lock-name")
+    want = read2(busy.path(name))
+    got = READERS[how](busy.path(name))
+    assert got == (want[:8192 + 11] if how == "readv" else want)
+    if still:
+        busy.lock(b"a-rather-long-lock-name")
+
+
+@pytest.mark.skipif(not BUSYBOX, reason="busybox is not installed")
+@pytest.mark.parametrize("name", FILES)
+def test_busybox_cat_gets_the_bytes_of_read(busy, name):
+    still = name in ("wakeup_count", "wakeup_sources")
+    if still:
+        busy.unlock(b"a-rather-long-lock-name")
+    assert busybox_cat(busy.path(name)) == read2(busy.path(name))
+    if still:
+        busy.lock(b"a-rather-long-lock-name")
+
+
+@pytest.mark.skipif(not BUSYBOX, reason="busybox is not installed")
+def test_the_reported_cases(pfs):
+    """The three wrong outputs the field found: each cat must show what
+    GNU cat (read(2)) shows."""
+    sh = lambda cmd: subprocess.run(["sh", "-c", cmd], cwd=pfs.path(),
+                                    check=True, timeout=10)
+    sh("echo mem > state")                 # O_TRUNC: the size went to 0
+    assert busybox_cat(pfs.path("state")) == b"freeze mem disk\n"
+    sh("echo a-rather-long-lock-name > wake_lock; echo b > wake_lock")
+    assert busybox_cat(pfs.path("wake_lock")) == \
+        b"a-rather-long-lock-name b\n"
+    data = busybox_cat(pfs.path("wakeup_sources"))
+    assert data.startswith(b"name\t\tactive_count\t")
+    assert b"\na-rather-long-lock-name\t" in data
+    pfs.unlock("a-rather-long-lock-name", "b")
+
+
+def test_no_stale_content_between_page_cache_readers(pfs):
+    """A page-cache read leaves the content in the page cache; the next
+    open must not see it, however the content changed."""
+    for names in ([b"p1"], [b"p1", b"p2-" + b"x" * 100], [b"p3"], []):
+        for n in pfs.active():
+            pfs.unlock(n)
+        pfs.lock(*names)
+        want = read2(pfs.path("wake_lock"))
+        assert want == b" ".join(sorted(names)) + b"\n"
+        assert sendfile_all(pfs.path("wake_lock")) == want
+        assert splice_all(pfs.path("wake_lock")) == want
+    for n in pfs.active():
+        pfs.unlock(n)
+
+
+@pytest.mark.parametrize("offset", [0, 1, 5, 15, 16, 17, 4096, 1 << 31])
+def test_sendfile_at_an_offset_is_a_pread(pfs, offset):
+    want = read2(pfs.path("state"))
+    fd = os.open(pfs.path("state"), os.O_RDONLY)
+    r, w = os.pipe()
+    try:
+        n = os.sendfile(w, fd, offset, 100)
+        got = os.read(r, 100) if n else b""
+        assert (n, got) == (len(want[offset:offset + 100]),
+                            want[offset:offset + 100])
+        assert os.lseek(fd, 0, os.SEEK_CUR) == 0
+    finally:
+        for f in (fd, r, w):
+            os.close(f)
+
+
+def test_wakeup_sources_of_any_length_through_the_page_cache(mount):
+    p = mount("--wakelock-limit=0")
+    names = [b"long-%04d-" % i + b"y" * 100 for i in range(400)]
+    for n in names:
+        p.lock(n)
+        p.unlock(n)
+    want = read2(p.path("wakeup_sources"))
+    assert len(want) > 50000
+    assert sendfile_all(p.path("wakeup_sources")) == want
+    assert splice_all(p.path("wakeup_sources")) == want
+    if BUSYBOX:
+        assert busybox_cat(p.path("wakeup_sources")) == want
+
+
+def test_copy_file_range_out_of_the_mount_is_exdev(pfs):
+    fd = os.open(pfs.path("state"), os.O_RDONLY)
+    try:
+        with tempfile.TemporaryFile() as t, raises_errno(errno.EXDEV):
+            os.copy_file_range(fd, t.fileno(), 100)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("flags", [os.O_RDONLY, os.O_WRONLY, os.O_RDWR])
+@pytest.mark.parametrize("name", ["state", "wake_lock", "wakeup_count",
+                                  "suspend_stats/success",
+                                  "wakeup_sources"])
+def test_o_direct_is_refused(pfs, name, flags):
+    """sysfs and debugfs files have no direct I/O: EINVAL at open, once the
+    permission checks have passed (EACCES first)."""
+    ro = name.startswith("suspend_stats/")
+    with raises_errno(errno.EACCES if ro and flags != os.O_RDONLY
+                      else errno.EINVAL):
+        os.open(pfs.path(name), flags | os.O_DIRECT)
+
+
+def test_mmap_shared_is_refused(pfs):
+    fd = os.open(pfs.path("state"), os.O_RDONLY)
+    try:
+        with raises_errno(errno.ENODEV):
+            mmap.mmap(fd, 4096, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+    finally:
+        os.close(fd)
+
+
+def test_mmap_private_maps_the_content(pfs):
+    """Deviation: the kernel refuses every mmap of these files (ENODEV);
+    FUSE always allows a private one, which then holds the content as of
+    the mapping."""
+    fd = os.open(pfs.path("state"), os.O_RDONLY)
+    try:
+        m = mmap.mmap(fd, 4096, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+        assert m[:16] == b"freeze mem disk\n"
+        m.close()
+    finally:
+        os.close(fd)
+
+
+def test_lseek_past_2g_is_accepted(pfs):
+    """Deviation (see powerfs(1)): the kernel refuses an offset above 2^31-1
+    (sysfs's limit); FUSE's lseek never reaches the server and allows any.
+    A read from there returns nothing, as a pread past the end does."""
+    fd = os.open(pfs.path("state"), os.O_RDONLY)
+    try:
+        assert os.lseek(fd, 1 << 31, os.SEEK_SET) == 1 << 31
+        assert os.read(fd, 100) == b""
+        assert os.lseek(fd, 0, os.SEEK_SET) == 0
+        assert os.read(fd, 100) == b"freeze mem disk\n"
+    finally:
+        os.close(fd)
+
+
+# --- a blocked wakeup_count through the page cache ---------------------------
+
+def proc_state(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def never_in_d_state(pid, secs=0.3):
+    deadline = time.monotonic() + secs
+    while time.monotonic() < deadline:
+        st = proc_state(pid)
+        if st == "D":
+            return False
+        time.sleep(0.005)
+    return True
+
+
+@pytest.mark.parametrize("call", ["sendfile", "splice"])
+def test_blocked_page_cache_reader_blocks_like_read(pfs, call):
+    n = pfs.count()
+    pfs.lock("held")
+    with Reader(pfs.path("wakeup_count"), call=call) as rd:
+        rd.wait_in_read()
+        assert rd.blocked(0.3)
+        assert never_in_d_state(rd.proc.pid)
+        # Other openers and readers go on.
+        assert timed(read2, pfs.path("state")) == b"freeze mem disk\n"
+        fd = timed(os.open, pfs.path("wakeup_count"), os.O_RDONLY)
+        os.close(fd)
+        pfs.unlock("held")
+        assert rd.result() == (len(b"%d\n" % (n + 1)), 0, b"%d\n" % (n + 1))
+
+
+@pytest.mark.parametrize("call", ["sendfile", "splice"])
+@pytest.mark.parametrize("mode", ["handler", "restart"])
+def test_blocked_page_cache_reader_gets_eintr(pfs, call, mode):
+    """As read(2) does: a signal with a handler ends the wait with EINTR,
+    SA_RESTART or not."""
+    pfs.lock("held")
+    try:
+        with Reader(pfs.path("wakeup_count"), mode=mode, call=call) as rd:
+            rd.wait_in_read()
+            rd.proc.send_signal(signal.SIGUSR1)
+            assert rd.result() == (-1, errno.EINTR, b"")
+    finally:
+        pfs.unlock("held")
+
+
+@pytest.mark.parametrize("call", ["sendfile", "splice"])
+def test_blocked_page_cache_reader_dies_at_sigkill(pfs, call):
+    pfs.lock("held")
+    try:
+        with Reader(pfs.path("wakeup_count"), call=call) as rd:
+            rd.wait_in_read()
+            rd.proc.kill()
+            rd.proc.wait(2)
+    finally:
+        pfs.unlock("held")
+    assert pfs.count() >= 0
+
+
+def busybox_reader(path):
+    return subprocess.Popen([BUSYBOX, "cat", path], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def freeze_v1(cg, pid):
+    with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+        f.write(str(pid))
+    with open(os.path.join(cg, "freezer.state"), "w") as f:
+        f.write("FROZEN")
+
+
+def frozen_v1(cg):
+    with open(os.path.join(cg, "freezer.state")) as f:
+        return f.read().strip() == "FROZEN"
+
+
+def thaw_v1(cg):
+    with open(os.path.join(cg, "freezer.state"), "w") as f:
+        f.write("THAWED")
+
+
+def freeze_v2(cg, pid):
+    with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+        f.write(str(pid))
+    with open(os.path.join(cg, "cgroup.freeze"), "w") as f:
+        f.write("1")
+
+
+def frozen_v2(cg):
+    with open(os.path.join(cg, "cgroup.events")) as f:
+        return "frozen 1" in f.read()
+
+
+def thaw_v2(cg):
+    with open(os.path.join(cg, "cgroup.freeze"), "w") as f:
+        f.write("0")
+
+
+FREEZERS = {
+    "v1": (FREEZER_V1, freeze_v1, frozen_v1, thaw_v1),
+    "v2": (CGROUP_V2, freeze_v2, frozen_v2, thaw_v2),
+}
+
+
+@pytest.mark.skipif(not BUSYBOX, reason="busybox is not installed")
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_freezer_freezes_a_busybox_cat_of_wakeup_count(pfs, version):
+    """busybox cat reads with sendfile(2): blocked in wakeup_count, it must
+    freeze within 1 s, never sit in D state, and print the count after the
+    thaw and the unlock."""
+    root, freeze, frozen, thaw = FREEZERS[version]
+    if not root or not os.path.isdir(root) or \
+            (version == "v1" and
+             not os.path.exists(os.path.join(root, "freezer.state"))
+             and not os.path.exists(os.path.join(root, "cgroup.procs"))):
+        pytest.skip(f"no cgroup {version} freezer here")
+    n = pfs.count()
+    pfs.lock("held")
+    cg = os.path.join(root, f"powerfs-test-{os.getpid()}-{version}")
+    os.mkdir(cg)
+    proc = busybox_reader(pfs.path("wakeup_count"))
+    try:
+        assert wait_until(lambda: open(f"/proc/{proc.pid}/syscall").read()
+                          .split()[0] in ("0", "40"), timeout=5)
+        assert never_in_d_state(proc.pid, 0.2)
+        t0 = time.monotonic()
+        freeze(cg, proc.pid)
+        assert wait_until(lambda: frozen(cg), timeout=1.0), \
+            f"not frozen after {time.monotonic() - t0:.2f} s, reader " \
+            f"state {proc_state(proc.pid)}"
+        thaw(cg)
+        assert never_in_d_state(proc.pid, 0.2)
+        assert proc.poll() is None, "the reader gave up with the lock held"
+        pfs.unlock("held")
+        out, err = proc.communicate(timeout=5)
+        assert (proc.returncode, out) == (0, b"%d\n" % (n + 1)), err
+    finally:
+        pfs.unlock("held")
+        if proc.poll() is None:
+            thaw(cg)
+            proc.kill()
+            proc.wait(5)
+        for _ in range(100):
+            try:
+                os.rmdir(cg)
+                break
+            except OSError as e:
+                if e.errno != errno.EBUSY:
+                    raise
+                time.sleep(0.02)
+
+
+@pytest.mark.skipif(not BUSYBOX, reason="busybox is not installed")
+def test_other_openers_are_not_held_up_by_a_page_cache_reader(pfs):
+    pfs.lock("held")
+    proc = busybox_reader(pfs.path("wakeup_count"))
+    try:
+        assert wait_until(lambda: open(f"/proc/{proc.pid}/syscall").read()
+                          .split()[0] in ("0", "40"), timeout=5)
+        for _ in range(5):
+            fd = timed(os.open, pfs.path("wakeup_count"), os.O_RDONLY,
+                       timeout=2)
+            os.close(fd)
+            assert timed(os.stat, pfs.path("wakeup_count"),
+                         timeout=2).st_size == 4096
+        pfs.unlock("held")
+        out, _ = proc.communicate(timeout=5)
+        assert out == read2(pfs.path("wakeup_count"))
+    finally:
+        pfs.unlock("held")
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
