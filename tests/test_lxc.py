@@ -46,7 +46,7 @@ ROOT_BASE = {"privileged": 0, "unprivileged": 100000}
 
 FREEZE_DEADLINE = 1.0     # lxc-freeze -> FROZEN, with a reader blocked
 STOP_DEADLINE = 10.0      # lxc-stop -k -> STOPPED
-D_STATE_LIMIT = 0.2       # a task seen in D this long is stuck, not busy
+D_STATE_LIMIT = 0.5       # a task seen in D this long is stuck, not busy
 NUMBER = re.compile(rb"(0|[1-9][0-9]*)\n")
 
 # busybox applets and the system call each reads with (strace-checked,
@@ -657,7 +657,9 @@ def test_blocked_reader_freeze_unfreeze(ct, tool, record_property):
     problems = []
     try:
         reader = BlockedReader(ct, tool)
-        assert reader.blocked(0.5), "reader returned while a lock is held"
+        # Long enough for the watch to call a parked reader stuck.
+        assert reader.blocked(2 * D_STATE_LIMIT), \
+            "reader returned while a lock is held"
         if watch.stuck:
             problems.append("before the freeze: " + watch.report())
 
@@ -719,10 +721,11 @@ def test_autosleep(ct):
 
 @pytest.mark.parametrize("tool", TOOLS)
 def test_stop_with_a_blocked_reader(ct, tool, record_property):
-    """lxc-stop -k while a reader is parked: the container stops, powerfs
-    still serves the host, and a new container start works."""
+    """lxc-stop -k while a reader is parked: the container stops and the
+    reader goes with it, powerfs still serves the host, and a new start of
+    the container works.  (D states are the freeze test's business: a
+    killable wait shows as D too, and SIGKILL ends it.)"""
     ct.ok("echo stp > /sys/power/wake_lock")
-    watch = DWatch(ct)
     try:
         reader = BlockedReader(ct, tool)
         assert reader.blocked(0.3)
@@ -736,15 +739,11 @@ def test_stop_with_a_blocked_reader(ct, tool, record_property):
                              timeout=STOP_DEADLINE, interval=0.1)
         took = time.monotonic() - t0
         record_property("stop_seconds", round(took, 3))
-        stuck = watch.stop()
-        assert stopped, (f"not STOPPED {took:.1f} s after lxc-stop -k; "
-                         + watch.report())
-        assert not stuck, watch.report()
+        assert stopped, f"not STOPPED {took:.1f} s after lxc-stop -k"
         assert wait_until(lambda: not os.path.exists(f"/proc/{reader.pid}"),
                           timeout=5.0), "the reader outlived its container"
         reader.proc.communicate(timeout=15)
     finally:
-        watch.stop()
         ct.dirty = True
     assert conftest.timed(host_read, f"{POWER}/state") == EXPECTED_STATE
     assert host_read(f"{POWER}/wake_lock") == b"stp\n"   # locks outlive
