@@ -2,7 +2,7 @@
 # Install the Debian 12 packages powerfs needs to build and test.  Skips the
 # whole step when everything is present, so `make check` stays quick.
 set -eu
-PKGS="gcc make pkg-config libfuse3-dev fuse3 libglib2.0-dev libsystemd-dev python3 python3-pytest python3-dbusmock dbus"
+PKGS="gcc make pkg-config libfuse3-dev fuse3 libglib2.0-dev libsystemd-dev python3 python3-pytest python3-dbusmock dbus chromium fonts-dejavu-core"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
