@@ -83,6 +83,7 @@ run: deps
 
 install: powerfs powerfs-report
 	install -D -m 0755 powerfs $(DESTDIR)$(BINDIR)/powerfs
+	install -D -m 0755 powerfs-report $(DESTDIR)$(BINDIR)/powerfs-report
 	install -D -m 0644 powerfs.1 $(DESTDIR)$(MANDIR)/man1/powerfs.1
 	mkdir -p $(DESTDIR)$(UNITDIR)
 	sed 's|@BINDIR@|$(BINDIR)|g' dist/powerfs.service.in > $(DESTDIR)$(UNITDIR)/powerfs.service

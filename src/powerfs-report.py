@@ -32,6 +32,7 @@ Exit status: 0 done, 1 the output could not be written, 2 bad usage or a
 missing or malformed journal (the message names FILE:LINE).
 """
 
+import bisect
 import errno as errno_mod
 import html
 import json
@@ -578,11 +579,29 @@ class Report:
         self.clip_all()
         self.figures()
 
+    def mono_cut(self, w0, lo):
+        """Monotonic time between wall times w0 and lo (w0 < lo) in one run:
+        the wall time less the time CLOCK_MONOTONIC stood still in the
+        host's sleeps in between."""
+        cut = lo - w0
+        sl = self.m.sleeps
+        i = bisect.bisect_left(self.sleep_ends, w0)
+        while i < len(sl) and sl[i][0] < lo:
+            s0, s1, m0, m1 = sl[i][:4]
+            a = s0 if s0 > w0 else w0
+            b = s1 if s1 < lo else lo
+            if b > a:
+                # The clock stopped for the sleep's wall time less its own
+                # monotonic part (entering and leaving); pro rata if cut.
+                stopped = max(0, (s1 - s0) - (m1 - m0))
+                cut -= stopped * (b - a) // max(1, s1 - s0)
+            i += 1
+        return max(0, cut)
+
     def clip(self, ivs, flagged=True):
         """Keeps the part of each interval (w0, w1, t0, t1, ...) inside the
-        window.  The monotonic start moves with the wall clock (exact unless
-        the host slept or the clock was set inside the part cut off).  With
-        flagged, field 5 holds the flags and gets OPEN_START."""
+        window.  The monotonic start moves by the monotonic time cut off.
+        With flagged, field 5 holds the flags and gets OPEN_START."""
         lo = self.start_w
         out = []
         for iv in ivs:
@@ -590,7 +609,8 @@ class Report:
             if w1 < lo or (w1 == lo and w0 < lo):
                 continue
             if w0 < lo:
-                t0 = min(t1, t0 + (lo - w0))
+                t0 = min(t1, t0 + (self.mono_cut(w0, lo) if flagged
+                                   else lo - w0))
                 if flagged:
                     iv = (lo, w1, t0, t1, iv[4], iv[5] | OPEN_START) + iv[6:]
                 else:
@@ -601,6 +621,8 @@ class Report:
     def clip_all(self):
         m = self.m
         lo = self.start_w
+        m.sleeps.sort(key=lambda iv: iv[0])
+        self.sleep_ends = [iv[1] for iv in m.sleeps]
         for s in m.sources.values():
             if s.intervals and s.intervals[-1][1] < lo:
                 s.intervals = []
@@ -617,7 +639,7 @@ class Report:
                 continue
             r = list(r)
             if r[2] < lo:
-                r[1] = min(r[3], r[1] + (lo - r[2]))
+                r[1] = min(r[3], r[1] + self.mono_cut(r[2], lo))
                 r[2] = lo
             runs.append(r)
         self.runs = runs
@@ -899,7 +921,7 @@ def merge(bars, gap):
     cur = None
     for b in bars:
         if cur is not None and b[0] - cur[1] < gap:
-            cur = [cur[0], max(cur[1], b[1]), cur[2] + b[2], cur[3] + b[3]]
+            cur = [cur[0], max(cur[1], b[1]), cur[2] + b[2], cur[3] + b[3], 0]
         else:
             if cur is not None:
                 out.append(cur)
@@ -966,6 +988,10 @@ document.querySelector('svg').addEventListener('mouseleave',function(){tip.style
 """
 
 
+OPEN_ATTR = ["", ' data-open-start="1"', ' data-open-end="1"',
+             ' data-open-start="1" data-open-end="1"']
+
+
 def write_html(rep, top, max_rows, f):
     m = rep.m
     esc = html.escape
@@ -980,17 +1006,17 @@ def write_html(rep, top, max_rows, f):
     shown = rep.shown[:max_rows]
     hidden = rep.shown[max_rows:]
     # Bars: (w0, w1, k, active wall us)
-    rows = [[(iv[0], iv[1], 1, iv[1] - iv[0]) for iv in s.intervals]
+    rows = [[(iv[0], iv[1], 1, iv[1] - iv[0], iv[5]) for iv in s.intervals]
             for s in shown]
     rows, bar_gap = merge_to_budget(rows, px_us, BAR_BUDGET)
     shades, shade_gap = merge_to_budget(
-        [[(iv[0], iv[1], 1, iv[1] - iv[0]) for iv in rep.sleeps]],
+        [[(iv[0], iv[1], 1, iv[1] - iv[0], 0) for iv in rep.sleeps]],
         px_us, SHADE_BUDGET)
     shades = shades[0]
     as_on = {}
     for iv in rep.autosleep:
         as_on.setdefault(iv[6] if iv[6] == "freeze" else "mem", []).append(
-            (iv[0], iv[1], 1, iv[1] - iv[0]))
+            (iv[0], iv[1], 1, iv[1] - iv[0], 0))
     as_keys = sorted(as_on)
     as_rows, _ = merge_to_budget([as_on[k] for k in as_keys], px_us,
                                  AUTOSLEEP_BUDGET)
@@ -1065,14 +1091,14 @@ def write_html(rep, top, max_rows, f):
         prev = max(prev, r[4])
     if w_hi - prev > 0:
         gaps.append((prev, w_hi))
-    gaps = merge([(a, b, 1, b - a) for a, b in gaps], px_us)
-    for a, b, _, _ in gaps:
+    gaps = merge([(a, b, 1, b - a, 0) for a, b in gaps], px_us)
+    for a, b, _, _, _ in gaps:
         p(f'<rect class="nodata" x="{X(a):.2f}" y="{body_top}" width="{max(MIN_BAR_W, (b - a) * scale):.2f}" '
           f'height="{body_h}" data-start-ms="{fmt_ms(a)}" data-end-ms="{fmt_ms(b)}">'
           f'<title>powerfs not running: {fmt_wall(a)} .. {fmt_wall(b)}</title></rect>')
     # Suspended periods, shaded across all rows.
     p('<g class="susp">')
-    for a, b, k, act in shades:
+    for a, b, k, act, _ in shades:
         extra = f' data-merged="{k}" data-active-ms="{fmt_ms(act)}"' if k > 1 else ""
         p(f'<rect class="shade" x="{X(a):.2f}" y="{body_top}" '
           f'width="{max(MIN_BAR_W, (b - a) * scale):.2f}" height="{body_h}" '
@@ -1087,7 +1113,7 @@ def write_html(rep, top, max_rows, f):
     y = top_h + ROW_H
     for key, bars in zip(as_keys, as_rows):
         p(f'<g class="as" data-state="{esc(key)}" transform="translate(0,{y + 3})">')
-        for a, b, k, act in bars:
+        for a, b, k, act, _ in bars:
             cls = ' class="freeze"' if key == "freeze" else ""
             extra = f' data-merged="{k}"' if k > 1 else ""
             p(f'<rect{cls} x="{X(a):.2f}" width="{max(MIN_BAR_W, (b - a) * scale):.2f}" '
@@ -1144,7 +1170,7 @@ def write_html(rep, top, max_rows, f):
         p(f'<g class="src" data-src="{esc(label)}" data-key="{esc(s.hex or s.name)}" '
           f'transform="translate(0,{y})">')
         p(f'<text x="{LABEL_W - 6}" y="{ROW_H - 4}" text-anchor="end">{esc(short)}</text>')
-        for a, b, k, act in bars:
+        for a, b, k, act, fl in bars:
             if k > 1:
                 p(f'<rect class="m" x="{X(a):.2f}" y="2" width="{max(MIN_BAR_W, (b - a) * scale):.2f}" '
                   f'height="{ROW_H - 4}" data-start-ms="{fmt_ms(a)}" data-end-ms="{fmt_ms(b)}" '
@@ -1152,7 +1178,8 @@ def write_html(rep, top, max_rows, f):
                   f'fill-opacity="{0.35 + 0.65 * act / max(1, b - a):.2f}"/>')
             else:
                 p(f'<rect x="{X(a):.2f}" y="2" width="{max(MIN_BAR_W, (b - a) * scale):.2f}" '
-                  f'height="{ROW_H - 4}" data-start-ms="{fmt_ms(a)}" data-end-ms="{fmt_ms(b)}"/>')
+                  f'height="{ROW_H - 4}" data-start-ms="{fmt_ms(a)}" data-end-ms="{fmt_ms(b)}"'
+                  f'{OPEN_ATTR[fl & 3]}/>')
         p('</g>')
     if hidden:
         y = y0 + len(shown) * ROW_H
