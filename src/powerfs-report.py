@@ -35,6 +35,7 @@ missing or malformed journal (the message names FILE:LINE).
 import bisect
 import errno as errno_mod
 import html
+import itertools
 import json
 import math
 import os
@@ -56,7 +57,7 @@ LABEL_W = 210            # px of the row labels
 ROW_H = 16
 MIN_BAR_W = 1.0          # px: an instant-long activation stays visible
 
-CHUNK_BYTES = 1 << 16    # journal bytes parsed per json.loads call
+CHUNK_BYTES = 1 << 14    # journal bytes parsed per json.loads call
 OPEN_START = 1           # interval flags: began before the data
 OPEN_END = 2             # still active at the end of the data
 MERGED = 4
@@ -216,7 +217,7 @@ class Source:
         self.deadline = None
         self.intervals = []      # (w0, w1, t0, t1, run, flags)
         self.locks = 0
-        self.owners = {}         # (container, uid) -> lock count
+        self.owners = {}         # (cgroup, pidns, uid) -> activations
         self.expires = 0
         self.gcs = 0
 
@@ -237,9 +238,10 @@ def container_of(cgroup, pidns):
 
 
 class Model:
-    """Replays the events of all journals, oldest first."""
+    """Replays the events of all journals, oldest first.  want_counter
+    records the number of active sources at every change (for the trace)."""
 
-    def __init__(self):
+    def __init__(self, want_counter=True):
         self.sources = {}
         self.runs = []           # [boot_id, t0, w0, t1, w1, ended_by]
         self.autosleep = []      # (w0, w1, t0, t1, run, flags, state)
@@ -249,6 +251,7 @@ class Model:
         self.count_write_fail = 0
         self.count_reads = 0
         self.active_counter = []  # (w, number of active sources)
+        self.want_counter = want_counter
         self.events = 0
         self.first_w = None
         self.last_t = None
@@ -289,18 +292,20 @@ class Model:
             r[3], r[4], r[5] = t, w, how
 
     def deactivate(self, s, t, w, flags):
-        t0 = s.since_t
-        s.intervals.append((s.since_w, w, t0, max(t, t0), self.run, flags))
+        t0, w0 = s.since_t, s.since_w
+        s.intervals.append((w0, max(w, w0), t0, max(t, t0), self.run, flags))
         s.since_t = s.since_w = None
         s.since_flags = 0
         s.deadline = None
         self.n_active -= 1
-        self.active_counter.append((w, self.n_active))
+        if self.want_counter:
+            self.active_counter.append((w, self.n_active))
 
     def activate(self, s, t, w, flags=0):
         s.since_t, s.since_w, s.since_flags = t, w, flags
         self.n_active += 1
-        self.active_counter.append((w, self.n_active))
+        if self.want_counter:
+            self.active_counter.append((w, self.n_active))
 
     def source(self, e):
         name = e["src"]
@@ -326,6 +331,7 @@ class Model:
         i = 0
         sources = self.sources
         counter_append = self.active_counter.append
+        want_counter = self.want_counter
         feed_one = self.feed_one
         n_active = self.n_active
         last_t = self.last_t
@@ -350,13 +356,15 @@ class Model:
                                 s.since_t = t
                                 s.since_w = w
                                 n_active += 1
-                                counter_append((w, n_active))
+                                if want_counter:
+                                    counter_append((w, n_active))
+                                owner = (e.get("cgroup"), e.get("pidns"),
+                                         e.get("uid"))
+                                owners = s.owners
+                                owners[owner] = owners.get(owner, 0) + 1
                             timeout = e.get("timeout_ms")
                             s.deadline = t + int(timeout) * 1000 if timeout else None
                             s.locks += 1
-                            owner = (e.get("cgroup"), e.get("pidns"), e.get("uid"))
-                            owners = s.owners
-                            owners[owner] = owners.get(owner, 0) + 1
                             count += 1
                             last_t = t
                             last_w = w
@@ -370,13 +378,15 @@ class Model:
                             if ev == "expire":
                                 s.expires += 1
                             t0 = s.since_t
-                            s.intervals.append((s.since_w, w, t0,
+                            w0 = s.since_w
+                            s.intervals.append((w0, w if w > w0 else w0, t0,
                                                 t if t > t0 else t0, run,
                                                 s.since_flags))
                             s.since_t = s.since_w = s.deadline = None
                             s.since_flags = 0
                             n_active -= 1
-                            counter_append((w, n_active))
+                            if want_counter:
+                                counter_append((w, n_active))
                             count += 1
                             last_t = t
                             last_w = w
@@ -460,11 +470,11 @@ class Model:
                     self.activate(s, r[1], r[2], OPEN_START)
                 else:
                     self.activate(s, t, w)
+                owner = (e.get("cgroup"), e.get("pidns"), e.get("uid"))
+                s.owners[owner] = s.owners.get(owner, 0) + 1
             timeout = e.get("timeout_ms") or 0
             s.deadline = t + int(timeout) * 1000 if timeout else None
             s.locks += 1
-            owner = (e.get("cgroup"), e.get("pidns"), e.get("uid"))
-            s.owners[owner] = s.owners.get(owner, 0) + 1
         elif ev == "unlock" or ev == "expire":
             s = self.source(e)
             if ev == "expire":
@@ -657,10 +667,14 @@ class Report:
         self.counter = counter
 
     def figures(self):
-        # Autosleep-on intervals by run, for the prevent-suspend time.
+        # Autosleep-on intervals by run (disjoint, in order), for the
+        # prevent-suspend time.
         by_run = {}
         for iv in self.autosleep:
             by_run.setdefault(iv[4], []).append((iv[2], iv[3]))
+        starts = {r: [a for a, _ in ivs] for r, ivs in by_run.items()}
+        bisect_left = bisect.bisect_left
+        empty = ()
         for s in self.m.sources.values():
             active = 0
             prevent = 0
@@ -671,11 +685,18 @@ class Report:
                 active += d
                 if d > longest:
                     longest = d
-                for a0, a1 in by_run.get(iv[4], ()):
-                    lo = t0 if t0 > a0 else a0
-                    hi = t1 if t1 < a1 else a1
-                    if hi > lo:
-                        prevent += hi - lo
+                ons = by_run.get(iv[4], empty)
+                if ons:
+                    j = bisect_left(starts[iv[4]], t1) - 1
+                    while j >= 0:
+                        a0, a1 = ons[j]
+                        if a1 <= t0:
+                            break
+                        lo = t0 if t0 > a0 else a0
+                        hi = t1 if t1 < a1 else a1
+                        if hi > lo:
+                            prevent += hi - lo
+                        j -= 1
             s.active_us = active
             s.prevent_us = prevent
             s.count = len(s.intervals)
@@ -845,6 +866,43 @@ def write_text(rep, top, out):
 # ---------------------------------------------------------------------------
 # Chrome JSON trace
 
+COUNTER_EXACT = 100_000
+COUNTER_BUCKETS = 50_000
+
+
+def bucket_max(counter, base, width):
+    """Samples (w, v) of a step counter reduced to the highest value of each
+    period of width us that has a change, at the period's start; then, when
+    the next change is not in the next period, the value it ended with."""
+    out = []
+    append = out.append
+    prev = 0                      # value before the current period
+    cur = None                    # current period
+    top = last = 0
+    for w, v in counter:
+        b = (w - base) // width
+        if b != cur:
+            if cur is not None:
+                append((base + cur * width, top))
+                if b != cur + 1 and top != last:
+                    append((base + (cur + 1) * width, last))
+                prev = last
+            cur = b
+            top = prev if prev > v else v
+        elif v > top:
+            top = v
+        last = v
+    if cur is not None:
+        start = base + cur * width
+        end = counter[-1][0]
+        if top == last or end <= start:
+            append((start, last if end <= start else top))
+        else:
+            append((start, top))
+            append((end, last))
+    return out
+
+
 def write_trace(rep, f):
     base = rep.start_w
     q = json.dumps
@@ -891,20 +949,31 @@ def write_trace(rep, f):
           f'"pid":1,"tid":2,"ts":{w0 - base},"dur":{max(0, w1 - w0)}}}')
     extra = ["", ',"args":{"open_start":true}', ',"args":{"open_end":true}',
              ',"args":{"open_start":true,"open_end":true}']
+    # The bulk is written in pieces, to keep memory (and page faults) low.
+    f.write("".join(out))
+    out.clear()
+    write = f.write
     for s in rep.shown:
         head = (f',\n{{"name":{q(s.label())},"cat":"wakelock","ph":"X","pid":1,'
                 f'"tid":{s.tid},"ts":')
-        out.extend([f'{head}{iv[0] - base},"dur":{max(0, iv[1] - iv[0])}'
-                    f'{extra[iv[5] & 3]}}}' for iv in s.intervals])
-    # Active-source counter: one sample per distinct time, the last wins.
+        # (Intervals never end before they begin: see Model.deactivate.)
+        write("".join([f'{head}{w0 - base},"dur":{w1 - w0}{extra[fl & 3]}}}'
+                       for w0, w1, _, _, _, fl in s.intervals]))
+    # Active-source counter: one sample per change (the last of the same
+    # microsecond); past COUNTER_EXACT changes, the highest value of each
+    # of COUNTER_BUCKETS equal periods, and the track says so.
     counter = rep.counter
-    if counter:
-        out.extend([f',\n{{"name":"active sources","ph":"C","pid":1,"ts":{w - base},'
-                    f'"args":{{"active":{v}}}}}'
-                    for (w, v), (w2, _) in zip(counter, counter[1:]) if w != w2])
-        w, v = counter[-1]
-        p(f',\n{{"name":"active sources","ph":"C","pid":1,"ts":{w - base},'
-          f'"args":{{"active":{v}}}}}')
+    if len(counter) <= COUNTER_EXACT:
+        name = "active sources"
+        samples = [(w, v) for (w, v), (w2, _) in zip(counter, counter[1:])
+                   if w != w2] + counter[-1:]
+    else:
+        width = max(1000, -(-rep.span_us // COUNTER_BUCKETS))
+        name = f"active sources (highest per {fmt_dur(width)})"
+        samples = bucket_max(counter, base, width)
+    head = f',\n{{"name":"{name}","ph":"C","pid":1,"ts":'
+    write("".join([f'{head}{w - base},"args":{{"active":{v}}}}}'
+                   for w, v in samples]))
     p('\n],\n"displayTimeUnit":"ms",\n"otherData":')
     p(q({"generator": PROG, "wall_start_us": base,
          "wall_start": fmt_wall(base), "wall_end": fmt_wall(rep.end_w)}))
@@ -916,27 +985,64 @@ def write_trace(rep, f):
 # HTML
 
 def merge(bars, gap):
-    """Bars (w0, w1, k, active_us) closer than gap (us) become one."""
+    """Bars (w0, w1, k, active_us, flags) closer than gap (us) become one,
+    of k intervals."""
     out = []
-    cur = None
-    for b in bars:
-        if cur is not None and b[0] - cur[1] < gap:
-            cur = [cur[0], max(cur[1], b[1]), cur[2] + b[2], cur[3] + b[3], 0]
+    if not bars:
+        return out
+    a, b, k, act, fl = bars[0]
+    for bar in bars[1:]:
+        w0 = bar[0]
+        if w0 - b < gap:
+            if bar[1] > b:
+                b = bar[1]
+            k += bar[2]
+            act += bar[3]
+            fl = 0
         else:
-            if cur is not None:
-                out.append(cur)
-            cur = list(b)
-    if cur is not None:
-        out.append(cur)
+            out.append((a, b, k, act, fl))
+            a, b, k, act, fl = bar
+    out.append((a, b, k, act, fl))
     return out
 
 
-def merge_to_budget(rows, px_us, budget):
+def merge_intervals(ivs, gap):
+    """merge() straight from intervals (w0, w1, t0, t1, run, flags)."""
+    out = []
+    if not ivs:
+        return out
+    iv = ivs[0]
+    a, b, k, fl = iv[0], iv[1], 1, iv[5]
+    act = b - a
+    for iv in itertools.islice(ivs, 1, None):
+        w0 = iv[0]
+        w1 = iv[1]
+        if w0 - b < gap:
+            if w1 > b:
+                b = w1
+            k += 1
+            act += w1 - w0
+            fl = 0
+        else:
+            out.append((a, b, k, act, fl))
+            a = w0
+            b = w1
+            k = 1
+            act = w1 - w0
+            fl = iv[5]
+    out.append((a, b, k, act, fl))
+    return out
+
+
+def merge_to_budget(rows, px_us, budget, intervals=False):
     """Merges each row's bars closer than one pixel, then doubles the
     distance while the rows together have more bars than the budget.
     Returns (rows, merge distance in px)."""
     gap_px = 1.0
-    rows = [merge(r, gap_px * px_us) for r in rows]
+    if intervals:
+        rows = [merge_intervals(r, gap_px * px_us) for r in rows]
+    else:
+        rows = [merge(r, gap_px * px_us) for r in rows]
     while sum(len(r) for r in rows) > budget:
         gap_px *= 2
         rows = [merge(r, gap_px * px_us) for r in rows]
@@ -1006,9 +1112,8 @@ def write_html(rep, top, max_rows, f):
     shown = rep.shown[:max_rows]
     hidden = rep.shown[max_rows:]
     # Bars: (w0, w1, k, active wall us)
-    rows = [[(iv[0], iv[1], 1, iv[1] - iv[0], iv[5]) for iv in s.intervals]
-            for s in shown]
-    rows, bar_gap = merge_to_budget(rows, px_us, BAR_BUDGET)
+    rows, bar_gap = merge_to_budget([s.intervals for s in shown], px_us,
+                                    BAR_BUDGET, intervals=True)
     shades, shade_gap = merge_to_budget(
         [[(iv[0], iv[1], 1, iv[1] - iv[0], 0) for iv in rep.sleeps]],
         px_us, SHADE_BUDGET)
@@ -1334,7 +1439,7 @@ def parse_args(argv):
     return opts, files
 
 
-def load(files):
+def load(files, want_counter=True):
     """Reads every journal, oldest first (by their first event), and replays
     them in one model."""
     journals = []
@@ -1343,7 +1448,7 @@ def load(files):
             journals.append(Journal(path))
         order = sorted(range(len(journals)), key=lambda i: (
             journals[i].first_wall is None, journals[i].first_wall or 0, i))
-        model = Model()
+        model = Model(want_counter)
         warnings = []
         for i in order:
             j = journals[i]
@@ -1371,7 +1476,7 @@ def main(argv):
         sys.stdout.write(USAGE + "\n" + __doc__.split("\n", 2)[2])
         return 0
     try:
-        model, warnings = load(files)
+        model, warnings = load(files, want_counter=opts["mode"] == "trace")
     except InputError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
