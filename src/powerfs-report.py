@@ -1271,10 +1271,14 @@ def write_html(rep, top, max_rows, f):
     for i, (s, bars) in enumerate(zip(shown, rows)):
         y = y0 + i * ROW_H
         label = s.label()
-        short = label if len(label) <= 34 else label[:32] + "…"
+        short = label if len(label) <= 32 else label[:30] + "…"
         p(f'<g class="src" data-src="{esc(label)}" data-key="{esc(s.hex or s.name)}" '
           f'transform="translate(0,{y})">')
-        p(f'<text x="{LABEL_W - 6}" y="{ROW_H - 4}" text-anchor="end">{esc(short)}</text>')
+        p(f'<text x="{LABEL_W - 6}" y="{ROW_H - 4}" text-anchor="end" '
+          f'textLength="{min(LABEL_W - 10, 6.2 * len(short)):.0f}" '
+          f'lengthAdjust="spacingAndGlyphs">{esc(short)}</text>'
+          if len(short) > 30 else
+          f'<text x="{LABEL_W - 6}" y="{ROW_H - 4}" text-anchor="end">{esc(short)}</text>')
         for a, b, k, act, fl in bars:
             if k > 1:
                 p(f'<rect class="m" x="{X(a):.2f}" y="2" width="{max(MIN_BAR_W, (b - a) * scale):.2f}" '
@@ -1342,7 +1346,8 @@ def write_html(rep, top, max_rows, f):
             a("<p>None.</p>")
             return
         a(f'<table data-table="{col}"><tr><th>#</th><th>source</th>'
-          "<th>active time</th><th>prevent-suspend</th><th>share of awake</th>"
+          "<th>active time</th><th>prevent-suspend</th>"
+          f"<th>{'active' if col == 'active' else 'prevent-suspend'} / awake</th>"
           "<th>activations</th><th>longest</th><th>taken by</th></tr>")
         for i, s in enumerate(rows_[:top], 1):
             act = f"<b>{fmt_dur(s.active_us)}</b>" if col == "active" \

@@ -811,6 +811,35 @@ def test_html_renders_in_chromium(tmp_path):
     assert near((0xd6, 0x27, 0x28)) > 5
 
 
+@pytest.mark.timeout(300)
+def test_hover_shows_the_interval_in_chromium(tmp_path):
+    """The page's own script: hovering a bar shows its source and times."""
+    j, x = day()
+    run_report(f"--html={tmp_path / 'r.html'}", j.write(tmp_path / "j"))
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    probe = ("<script>var r=document.querySelector('g.src rect');"
+             "var b=r.getBoundingClientRect();"
+             "r.dispatchEvent(new MouseEvent('mousemove',{bubbles:true,"
+             "clientX:b.x+1,clientY:b.y+1}));var t=document.getElementById('tip');"
+             "document.body.setAttribute('data-probe',t.style.display+'|'+t.textContent);"
+             "</script></body>")
+    (tmp_path / "p.html").write_text(page.replace("</body>", probe), encoding="utf-8")
+    profile = tempfile.mkdtemp(prefix="chromium-")
+    try:
+        r = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+             "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", "--dump-dom", f"file://{tmp_path / 'p.html'}"],
+            capture_output=True, text=True, timeout=120, env=dict(os.environ, TZ="UTC"))
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    m = re.search(r'<body data-probe="([^"]*)"', r.stdout)
+    assert m, r.stdout[:500]
+    # radio, 1 s after the first event (22:13:21 UTC), for 3 s.
+    assert m.group(1) == "block|radio\n22:13:21.000 .. 22:13:24.000 (3.000s)"
+
+
 # ---------------------------------------------------------------------------
 # Scale
 
