@@ -1153,7 +1153,8 @@ def write_html(rep, top, max_rows, f):
     p = o.append
     p(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
       f'viewBox="0 0 {width} {height}" data-start-ms="{fmt_ms(w_lo)}" '
-      f'data-end-ms="{fmt_ms(w_hi)}" data-plot-x="{LABEL_W}" data-plot-w="{PLOT_W}">')
+      f'data-end-ms="{fmt_ms(w_hi)}" data-plot-x="{LABEL_W}" data-plot-w="{PLOT_W}" '
+      f'data-merge-px="{bar_gap:g}">')
     p('<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" '
       'patternTransform="rotate(45)"><rect width="3" height="6" fill="#0000001a"/>'
       '</pattern></defs>')
