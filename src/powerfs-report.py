@@ -37,7 +37,6 @@ import errno as errno_mod
 import html
 import itertools
 import json
-import math
 import os
 import re
 import sys

@@ -14,10 +14,8 @@ import json
 import os
 import re
 import shutil
-import statistics
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
