@@ -32,10 +32,16 @@ UNIT_TESTS := test-wakeup test-wakelock test-autosleep
 core_objs = $(patsubst %,$(BUILD)/%.o,$(CORE))
 daemon_objs = $(patsubst %,$(BUILD)/%.o,$(DAEMON))
 
-all: powerfs
+all: powerfs powerfs-report
 
 powerfs: $(BUILD)/powerfs
 	cp -f $< $@
+
+# The journal report tool: Python 3, standard library only.
+powerfs-report: src/powerfs-report.py
+	sed '1s|^#!.*|#!$(PYTHON)|' $< > $@.tmp
+	chmod 0755 $@.tmp
+	mv -f $@.tmp $@
 
 $(BUILD)/powerfs: $(daemon_objs)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
@@ -67,7 +73,7 @@ unit: $(patsubst %,$(BUILD)/%,$(UNIT_TESTS))
 # The README's test command.  Runs the unit tests, then the black-box suite on
 # real mounts (as root).
 check: deps
-	$(MAKE) $(BUILD)/powerfs unit
+	$(MAKE) $(BUILD)/powerfs powerfs-report unit
 	POWERFS=$(CURDIR)/$(BUILD)/powerfs $(PYTHON) -m pytest -q tests
 
 run: deps
@@ -75,15 +81,16 @@ run: deps
 	mkdir -p /run/power
 	./powerfs -f /run/power
 
-install: powerfs
+install: powerfs powerfs-report
 	install -D -m 0755 powerfs $(DESTDIR)$(BINDIR)/powerfs
+	install -D -m 0755 powerfs-report $(DESTDIR)$(BINDIR)/powerfs-report
 	install -D -m 0644 powerfs.1 $(DESTDIR)$(MANDIR)/man1/powerfs.1
 	mkdir -p $(DESTDIR)$(UNITDIR)
 	sed 's|@BINDIR@|$(BINDIR)|g' dist/powerfs.service.in > $(DESTDIR)$(UNITDIR)/powerfs.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/powerfs.service
 
 clean:
-	rm -rf build powerfs
+	rm -rf build powerfs powerfs-report
 
 .PHONY: all deps unit check run install clean powerfs fuzz
 -include $(wildcard $(BUILD)/*.d)

@@ -5,6 +5,8 @@ set -eu
 PKGS="gcc make pkg-config libfuse3-dev fuse3 libglib2.0-dev libsystemd-dev python3 python3-pytest python3-dbusmock dbus"
 # Container tests (tests/test_lxc.py, tests/test_nspawn.py).
 PKGS="$PKGS lxc busybox-static uidmap systemd-container"
+# powerfs-report's test renders its HTML in a real browser.
+PKGS="$PKGS chromium fonts-dejavu-core"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
