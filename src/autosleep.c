@@ -1,12 +1,21 @@
 /* autosleep.c - opportunistic suspend (the kernel's kernel/power/autosleep.c).
  *
- * While autosleep is on, a worker loops: wait until no wakeup source is
- * active, read the registered event count, take the transition lock, arm the
- * wakeup_count handshake with that count and suspend.  If the system came
- * back without any event being registered (a wakeup of unknown cause), it
- * waits half a second before the next attempt so it cannot spin.
+ * While autosleep is on, one work item runs again and again, as the
+ * kernel's single suspend_work does: wait until no wakeup source is active,
+ * read the registered event count, take the transition lock, arm the
+ * wakeup_count handshake with that count, and only then look at the
+ * setting: if autosleep went off meanwhile, stop there, leaving the
+ * handshake armed (the kernel does; a later direct suspend then fails if an
+ * event came in).  Otherwise suspend, and if the system came back without
+ * any event being registered (a wakeup of unknown cause), wait half a
+ * second so it cannot spin.
  *
- * The worker is a small state machine driven from the main loop: it never
+ * Queuing the work that is waiting to run does nothing; queuing it while it
+ * runs makes it run once more afterwards.  Turning autosleep off does not
+ * stop a run: a run that waits for the last source to go still arms the
+ * handshake when it goes.
+ *
+ * The work is a small state machine driven from the main loop: it never
  * blocks, it waits through wakeup_wait_idle(), the transition lock's queue and
  * a timer.
  */
@@ -24,7 +33,8 @@ struct autosleep {
 	struct pf_clock *clock;
 	struct wakeup_source *ws;	/* "autosleep": one event per change */
 	enum pm_state state;
-	gboolean cycle_queued;	/* the worker is waiting or working */
+	gboolean running;	/* a run of the work is in progress */
+	gboolean queued;	/* the work runs (again) when it can */
 	struct wakeup_waiter *idle_wait;
 	struct pf_timer *pause;
 	guint initial_count;
@@ -38,15 +48,29 @@ struct set_request {
 	gpointer data;
 };
 
-static void queue_up_cycle(struct autosleep *as);
+static void run_start(struct autosleep *as);
 
-static void cycle_end(struct autosleep *as)
+/* The kernel's queue_up_suspend_work(). */
+static void queue_work(struct autosleep *as)
 {
-	as->cycle_queued = FALSE;
-	queue_up_cycle(as);
+	if (as->state == PM_ON || as->queued)
+		return;
+	as->queued = TRUE;
+	if (!as->running)
+		run_start(as);
 }
 
-static void pause_then_retry(struct autosleep *as, gint64 pause_us)
+/* A run ends; requeue unless it stopped because autosleep is off. */
+static void run_end(struct autosleep *as, gboolean requeue)
+{
+	as->running = FALSE;
+	if (requeue)
+		queue_work(as);
+	if (as->queued)
+		run_start(as);
+}
+
+static void pause_then_end(struct autosleep *as, gint64 pause_us)
 {
 	pf_timer_arm(as->pause, pf_clock_now(as->clock) + pause_us);
 }
@@ -60,18 +84,14 @@ static void back_off(struct autosleep *as, int error)
 		MIN(as->backoff_us * 2, MAX_BACKOFF_US) : MIN_BACKOFF_US;
 	g_warning("autosleep: suspend failed (%s), next attempt in %.1f s",
 		  g_strerror(-error), as->backoff_us / (double)G_USEC_PER_SEC);
-	pause_then_retry(as, as->backoff_us);
+	pause_then_end(as, as->backoff_us);
 }
 
-static void cycle_done(struct autosleep *as, int error, gboolean backend)
+static void run_suspended(struct autosleep *as, int error, gboolean backend)
 {
 	guint final_count;
 
 	suspend_unlock(as->suspend);
-	if (as->state == PM_ON) {
-		cycle_end(as);
-		return;
-	}
 	if (backend && error) {
 		back_off(as, error);
 		return;
@@ -82,75 +102,66 @@ static void cycle_done(struct autosleep *as, int error, gboolean backend)
 	 * Do not spin on it. */
 	if (wakeup_get_count(as->engine, &final_count) &&
 	    final_count == as->initial_count) {
-		pause_then_retry(as, UNKNOWN_WAKEUP_PAUSE_US);
+		pause_then_end(as, UNKNOWN_WAKEUP_PAUSE_US);
 		return;
 	}
-	cycle_end(as);
+	run_end(as, TRUE);
 }
 
-static void cycle_resumed(int error, gpointer data)
+static void run_resumed(int error, gpointer data)
 {
-	cycle_done(data, error, TRUE);
+	run_suspended(data, error, TRUE);
 }
 
-static void cycle_locked(gpointer data)
+static void run_locked(gpointer data)
 {
 	struct autosleep *as = data;
 	int ret;
 
-	if (as->state == PM_ON || suspend_shutting_down(as->suspend)) {
+	if (suspend_shutting_down(as->suspend)) {
 		suspend_unlock(as->suspend);
-		as->cycle_queued = FALSE;
+		as->running = FALSE;
 		return;
 	}
 	if (!wakeup_save_count(as->engine, as->initial_count)) {
 		/* An event came in since the count was read: start over. */
 		suspend_unlock(as->suspend);
-		cycle_end(as);
+		run_end(as, TRUE);
 		return;
 	}
-	ret = suspend_enter(as->suspend, as->state, cycle_resumed, as);
+	/* The handshake is armed; only now does the setting count. */
+	if (as->state == PM_ON) {
+		suspend_unlock(as->suspend);
+		run_end(as, FALSE);
+		return;
+	}
+	ret = suspend_enter(as->suspend, as->state, run_resumed, as);
 	/* At once, -EBUSY is a wakeup event that came in time (no sleep, no
 	 * back-off); anything else is the backend failing before sleeping. */
 	if (ret != PF_PENDING)
-		cycle_done(as, ret, ret != -EBUSY);
+		run_suspended(as, ret, ret != -EBUSY);
 }
 
-static void cycle_idle(gpointer data)
+static void run_idle(gpointer data)
 {
 	struct autosleep *as = data;
 
 	as->idle_wait = NULL;
 	wakeup_get_count(as->engine, &as->initial_count);
-	if (suspend_lock(as->suspend, cycle_locked, as))
-		cycle_locked(as);
+	if (suspend_lock(as->suspend, run_locked, as))
+		run_locked(as);
+}
+
+static void run_start(struct autosleep *as)
+{
+	as->queued = FALSE;
+	as->running = TRUE;
+	as->idle_wait = wakeup_wait_idle(as->engine, run_idle, as);
 }
 
 static void pause_over(gpointer data)
 {
-	cycle_end(data);
-}
-
-static void queue_up_cycle(struct autosleep *as)
-{
-	if (as->state == PM_ON || as->cycle_queued)
-		return;
-	as->cycle_queued = TRUE;
-	as->idle_wait = wakeup_wait_idle(as->engine, cycle_idle, as);
-}
-
-/* Stop a worker that is only waiting; one queued on or holding the lock sees
- * the new state itself. */
-static void cancel_cycle(struct autosleep *as)
-{
-	if (as->idle_wait) {
-		wakeup_cancel_wait(as->idle_wait);
-		as->idle_wait = NULL;
-		as->cycle_queued = FALSE;
-	} else if (pf_timer_is_armed(as->pause)) {
-		pf_timer_disarm(as->pause);
-		as->cycle_queued = FALSE;
-	}
+	run_end(data, TRUE);
 }
 
 struct autosleep *autosleep_new(struct wakeup_engine *engine,
@@ -171,6 +182,7 @@ void autosleep_free(struct autosleep *as)
 {
 	if (!as)
 		return;
+	/* A run waiting for the last source, or pausing, just stops. */
 	if (as->idle_wait)
 		wakeup_cancel_wait(as->idle_wait);
 	pf_timer_free(as->pause);
@@ -196,10 +208,8 @@ static void apply_state(struct autosleep *as, enum pm_state state)
 	as->state = state;
 	wakeup_source_relax(as->ws);
 	wakeup_set_autosleep(as->engine, state != PM_ON);
-	if (state == PM_ON)
-		cancel_cycle(as);
-	else
-		queue_up_cycle(as);
+	/* Off stops nothing: a run in progress finds it out itself. */
+	queue_work(as);
 	suspend_unlock(as->suspend);
 }
 

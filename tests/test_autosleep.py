@@ -174,3 +174,47 @@ def test_pause_after_a_wakeup_without_events(mount):
         time.sleep(1.2)
     n = p.stat("success")
     assert 2 <= n <= 5, f"{n} suspends in 1.2 s"
+
+
+# --- the kernel's single work item (SPEC.md, kernel-observed 3/3) ----------------------
+
+def test_off_does_not_stop_a_run_waiting_for_a_lock(pfs):
+    """lock h; autosleep mem; off; unlock h: the run that waited for h still
+    arms the handshake, so after an event the next direct suspend fails
+    with EBUSY, once."""
+    pfs.lock("h")
+    assert pfs.write("autosleep", b"mem") == 3
+    assert pfs.write("autosleep", b"off") == 3
+    pfs.unlock("h")
+    time.sleep(0.5)
+    fails = pfs.stat("fail")
+    pfs.lock("z")
+    pfs.unlock("z")
+    assert pfs.source("z").wakeup_count == 1
+    with raises_errno(errno.EBUSY):
+        pfs.write("state", b"mem")
+    assert pfs.stat("fail") == fails + 1
+    assert pfs.read("suspend_stats/last_failed_step") == b"freeze\n"
+    assert pfs.read("suspend_stats/last_failed_errno") == b"-16\n"
+    assert pfs.write("state", b"mem") == 3
+
+
+def test_off_does_not_stop_a_queued_run(pfs):
+    """lock x; autosleep mem twice; unlock x; 0.1 s; off: the run queued by
+    the second write still arms the handshake after the first has
+    suspended."""
+    pfs.lock("x2")
+    assert pfs.write("autosleep", b"mem") == 3
+    assert pfs.write("autosleep", b"mem") == 3
+    ok = pfs.stat("success")
+    pfs.unlock("x2")
+    time.sleep(0.1)
+    assert pfs.write("autosleep", b"off") == 3
+    assert wait_until(lambda: pfs.stat("success") == ok + 1, timeout=5)
+    time.sleep(1)
+    assert pfs.stat("success") == ok + 1
+    pfs.lock("z2")
+    pfs.unlock("z2")
+    assert pfs.source("z2").wakeup_count == 1
+    with raises_errno(errno.EBUSY):
+        pfs.write("state", b"mem")

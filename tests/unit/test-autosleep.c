@@ -721,6 +721,92 @@ static void test_backoff(void)
 			       G_LOG_LEVEL_CRITICAL);
 }
 
+/* The kernel's single work item: turning autosleep off stops no run.  A
+ * run that waited for a lock to go still arms the handshake when it goes,
+ * sees "off" only then and stops, leaving the handshake armed: the next
+ * direct suspend fails if an event came in (kernel-observed, SPEC.md). */
+static void test_off_leaves_waiting_run_arming(void)
+{
+	struct power *pw = power_setup();
+	struct wakeup_source *z;
+	struct done d;
+
+	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "h", 1, 0), ==, 0);
+	set_now(pw, PM_MEM);
+	set_now(pw, PM_ON);
+	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "h", 1), ==, 0);
+	advance(pw, MS(500));
+	g_assert_cmpint(successes(pw), ==, 0);
+	z = wakeup_source_register(pw->engine, "z", 1);
+	wakeup_source_stay_awake(z);
+	wakeup_source_relax(z);
+	g_assert_cmpuint(stats_of(pw, "z").wakeup_count, ==, 1);
+	g_assert_cmpint(enter(pw, &d), ==, -EBUSY);
+	suspend_unlock(pw->suspend);
+	g_assert_cmpstr(suspend_get_stats(pw->suspend)->last_failed_step, ==,
+			"freeze");
+	/* Once: the attempt ended the handshake. */
+	g_assert_cmpint(enter(pw, &d), ==, PF_PENDING);
+	advance(pw, MS(SLEEP_MS));
+	g_assert_cmpint(d.calls, ==, 1);
+	g_assert_cmpint(d.error, ==, 0);
+	suspend_unlock(pw->suspend);
+	wakeup_source_unregister(z);
+	power_teardown(pw);
+}
+
+/* A second "mem" while the work runs queues one more run; after "off" that
+ * run still arms the handshake (the kernel's second SPEC.md case). */
+static void test_requeued_run_arms_after_off(void)
+{
+	struct power *pw = power_setup();
+	struct wakeup_source *z;
+	struct done off = { 0, 1 }, d;
+	int ret;
+
+	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "x", 1, 0), ==, 0);
+	set_now(pw, PM_MEM);
+	set_now(pw, PM_MEM);
+	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "x", 1), ==, 0);
+	advance(pw, MS(100));
+	g_assert_true(suspend_in_progress(pw->suspend));
+	ret = autosleep_set_state(pw->autosleep, PM_ON, done_cb, &off);
+	g_assert_cmpint(ret, ==, PF_PENDING);
+	advance(pw, 0);
+	g_assert_cmpint(off.calls, ==, 1);
+	advance(pw, MS(1000));
+	/* One suspend only: the second run armed the handshake and stopped. */
+	g_assert_cmpint(successes(pw), ==, 1);
+	z = wakeup_source_register(pw->engine, "z", 1);
+	wakeup_source_stay_awake(z);
+	wakeup_source_relax(z);
+	g_assert_cmpuint(stats_of(pw, "z").wakeup_count, ==, 1);
+	g_assert_cmpint(enter(pw, &d), ==, -EBUSY);
+	suspend_unlock(pw->suspend);
+	wakeup_source_unregister(z);
+	power_teardown(pw);
+}
+
+/* "mem" written while a run waits for a lock: the run is in progress, so
+ * the work is queued to run once more after it; with autosleep off by then,
+ * neither run suspends. */
+static void test_write_while_running_runs_again(void)
+{
+	struct power *pw = power_setup();
+
+	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "x", 1, 0), ==, 0);
+	set_now(pw, PM_MEM);
+	advance(pw, MS(100));
+	set_now(pw, PM_MEM);
+	set_now(pw, PM_ON);
+	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "x", 1), ==, 0);
+	at(pw, MS(5000));
+	g_assert_cmpint(successes(pw), ==, 0);
+	g_assert_cmpint(suspend_get_stats(pw->suspend)->fail, ==, 0);
+	g_assert_false(suspend_in_progress(pw->suspend));
+	power_teardown(pw);
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
@@ -738,5 +824,11 @@ int main(int argc, char **argv)
 	g_test_add_func("/autosleep/waits-for-lock", test_waits_for_lock);
 	g_test_add_func("/suspend/enter-stale-handshake",
 			test_enter_stale_handshake);
+	g_test_add_func("/autosleep/off-leaves-waiting-run-arming",
+			test_off_leaves_waiting_run_arming);
+	g_test_add_func("/autosleep/requeued-run-arms-after-off",
+			test_requeued_run_arms_after_off);
+	g_test_add_func("/autosleep/write-while-running-runs-again",
+			test_write_while_running_runs_again);
 	return g_test_run();
 }
