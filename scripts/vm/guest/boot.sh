@@ -12,12 +12,16 @@ grep -q '^tester:' /etc/passwd || {
 	echo 'tester:x:1000:' >> /etc/group
 	echo 'tester:!:19000::::::' >> /etc/shadow
 }
-# tester may suspend (so a refusal comes from an inhibitor, not from polkit),
-# but may not override inhibitors (no ...-ignore-inhibit).
+# tester has no session, so polkit's allow_any applies: grant what an active
+# desktop user has (allow_active) for suspending and for taking a block
+# inhibitor, so that a refusal comes from an inhibitor, not from polkit.  Not
+# ...-ignore-inhibit: tester may not override others' inhibitors.
 mkdir -p /etc/polkit-1/rules.d
 cat > /etc/polkit-1/rules.d/50-vmtest.rules <<'RULES'
 polkit.addRule(function(action, subject) {
-	if (action.id == "org.freedesktop.login1.suspend" && subject.user == "tester")
+	if (subject.user == "tester" &&
+	    (action.id == "org.freedesktop.login1.suspend" ||
+	     action.id == "org.freedesktop.login1.inhibit-block-sleep"))
 		return polkit.Result.YES;
 });
 RULES

@@ -650,7 +650,10 @@ def check_foreign_inhibitor(c):
     c.procs.append(inh)
     ok = wait_for(lambda: [i for i in inhibitors() if i["who"] == "vmtest-tester"], 15, 0.2)
     if not ok:
-        raise Fail(f"uid 1000's inhibitor did not appear: {inhibitor_text()}")
+        if inh.poll() is None:
+            inh.kill()
+        raise Fail(f"uid 1000's inhibitor did not appear: {inhibitor_text()}; "
+                   f"systemd-inhibit exit {inh.wait()}: {inh.stdout.read().strip()!r}")
     c.note("inhibitors: " + " | ".join(inhibitor_text()))
     k0, p0, km = stats(KSTATS), stats(pfs.path("suspend_stats")), Kmsg()
     op = Op(lambda: write_file(pfs.path("state"), "mem\n"))
