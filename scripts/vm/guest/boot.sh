@@ -35,6 +35,8 @@ echo 1 > /sys/power/pm_debug_messages
 echo 8 > /proc/sys/kernel/printk
 echo enabled > /sys/bus/serio/devices/serio0/power/wakeup
 
+{ uname -a; systemctl --version | head -1; cat /sys/power/state /sys/power/mem_sleep
+  findmnt -no TARGET,OPTIONS /run; } > /run/vmtest/logs/env.txt 2>&1
 /usr/bin/python3 /vmtest/checks.py
 rc=$?
 # Logs back to the host: a tar archive written onto the third disk.

@@ -660,7 +660,8 @@ def check_foreign_inhibitor(c):
     res = op.wait(60)
     c.note(f"echo mem > state {op.describe()}")
     c.expect("the state write returns", res is not None, op.describe())
-    slept = wait_for(lambda: slept_since(k0, km), 3, 0.2)
+    # logind starts a sleep at most InhibitDelayMaxSec (5 s) after the call.
+    slept = wait_for(lambda: slept_since(k0, km), 8, 0.2)
     c.expect("the VM does not sleep while uid 1000 holds a block inhibitor", not slept,
              f"kernel log: {[l for l in km.poll() if 'PM: suspend' in l][:2]}")
     if slept:
