@@ -76,6 +76,15 @@ check: deps
 	$(MAKE) $(BUILD)/powerfs powerfs-report unit
 	POWERFS=$(CURDIR)/$(BUILD)/powerfs $(PYTHON) -m pytest -q tests
 
+# The real-system test: a Debian 12 VM (qemu, software emulation) with systemd,
+# logind, D-Bus and polkit that really suspends; the host never sleeps.  Builds
+# the guest image once (build/vm/, about 2 minutes, needs a Debian mirror),
+# then boots it and runs the checks of scripts/vm/guest/checks.py.
+check-vm:
+	scripts/install-deps.sh --vm
+	$(MAKE) powerfs
+	$(PYTHON) scripts/vm/run $(VM_ARGS)
+
 run: deps
 	$(MAKE) powerfs
 	mkdir -p /run/power
@@ -92,5 +101,5 @@ install: powerfs powerfs-report
 clean:
 	rm -rf build powerfs powerfs-report
 
-.PHONY: all deps unit check run install clean powerfs fuzz
+.PHONY: all deps unit check check-vm run install clean powerfs fuzz
 -include $(wildcard $(BUILD)/*.d)

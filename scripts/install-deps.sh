@@ -1,12 +1,16 @@
 #!/bin/sh
 # Install the Debian 12 packages powerfs needs to build and test.  Skips the
 # whole step when everything is present, so `make check` stays quick.
+#   --vm  also what `make check-vm` needs: qemu (software emulation),
+#         mmdebstrap to build the Debian 12 guest, mke2fs for its disks.
 set -eu
 PKGS="gcc make pkg-config libfuse3-dev fuse3 libglib2.0-dev libsystemd-dev python3 python3-pytest python3-dbusmock dbus"
 # Container tests (tests/test_lxc.py, tests/test_nspawn.py).
 PKGS="$PKGS lxc busybox-static uidmap systemd-container"
 # powerfs-report's test renders its HTML in a real browser.
 PKGS="$PKGS chromium fonts-dejavu-core"
+VM_PKGS="qemu-system-x86 mmdebstrap e2fsprogs debian-archive-keyring"
+[ "${1:-}" = --vm ] && PKGS="$PKGS $VM_PKGS"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,0 +1,947 @@
+#!/usr/bin/python3
+"""checks.py: the check-vm checks, run in the guest as root by boot.sh.
+
+Each check runs in a forked child in a process group of its own, time-boxed
+by the parent (CLOCK_MONOTONIC, which stands still while the guest sleeps),
+and cleaned up after, so one hung or failed check does not spoil the next.
+Results go to the host on /dev/ttyS1, one "@@VMTEST {json}" line each:
+  hello, plan, begin, result {name, subs: [{name, ok, detail}], notes,
+  evidence, s3_expected, seconds}, note, done.
+s3_expected is how many S3 entries the host (QMP) must have seen during the
+check: the guest cannot fake those.
+
+Sleeps: S3 ("deep") ends with the RTC alarm, armed here before a write to the
+kernel's state and by the system-sleep hook (guest/sleep-hook) before every
+sleep through logind.  s2idle ends with a key press from the host, which
+watches the console for the kernel's "PM: suspend-to-idle".
+"""
+import ctypes  # noqa: F401  (used by the no-retry reader below, in a child)
+import errno
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import termios
+import time
+import traceback
+
+MNT = "/run/vmtest/pfs"
+POWERFS = "/usr/local/bin/powerfs"
+LOGS = "/run/vmtest/logs"
+RTC = "/sys/class/rtc/rtc0/wakealarm"
+KSTATS = "/sys/power/suspend_stats"
+POST_RESUME = "/run/vmtest/post-resume"
+UNIT = "/vmtest/powerfs.service"
+UNIT_MNT = "/run/power"
+STATS = ("success", "fail", "last_failed_step", "last_failed_errno")
+FREEZE_BAD = ("refusing to freeze", "Freezing of tasks failed",
+              "Freezing of tasks aborted", "Freezing user space processes failed",
+              "Freezing remaining freezable tasks failed")
+# read, pread64, readv, sendfile, splice, preadv, copy_file_range, preadv2
+READ_SYSCALLS = {0, 17, 19, 40, 275, 295, 326, 327}
+LOGIND = ["org.freedesktop.login1", "/org/freedesktop/login1",
+          "org.freedesktop.login1.Manager"]
+TESTER = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--"]
+
+# A reader that retries after EINTR: os.read() does (PEP 475).
+PY_LOOP = r"""
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+out = b""
+while True:
+    data = os.read(fd, 64)
+    if not data:
+        break
+    out += data
+sys.stdout.write(out.decode())
+"""
+# A reader that does not retry: one read(2) through ctypes, errno reported.
+C_READ = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open(sys.argv[1], os.O_RDONLY)
+buf = ctypes.create_string_buffer(64)
+n = libc.read(fd, buf, 64)
+if n < 0:
+    e = ctypes.get_errno()
+    sys.stdout.write("read(2) = -1 %s" % __import__("errno").errorcode.get(e, e))
+    sys.exit(1)
+sys.stdout.write(buf.raw[:n].decode())
+"""
+# Opens and reads PATH every 20 ms and prints each change of outcome as
+# "seconds outcome" lines until /run/vmtest/probe-stop exists.
+PROBE = r"""
+import errno, os, sys, time
+path, t0, last = sys.argv[1], time.monotonic(), None
+while not os.path.exists("/run/vmtest/probe-stop") and time.monotonic() - t0 < 60:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            what = "ok" if os.read(fd, 64) else "empty"
+        finally:
+            os.close(fd)
+    except OSError as e:
+        what = errno.errorcode.get(e.errno, str(e.errno))
+    if what != last:
+        print("%.2f %s" % (time.monotonic() - t0, what), flush=True)
+        last = what
+    time.sleep(0.02)
+"""
+
+proto_fd = None
+current = "setup"
+
+
+def proto(**msg):
+    line = "@@VMTEST " + json.dumps(msg) + "\n"
+    os.write(proto_fd, line.encode())
+
+
+def note_host(text):
+    proto(ev="note", text=f"{current}: {text}")
+
+
+class Fail(Exception):
+    """A check cannot go on (its set-up failed)."""
+
+
+def wait_for(fn, timeout, interval=0.1):
+    end = time.monotonic() + timeout
+    while True:
+        val = fn()
+        if val or time.monotonic() >= end:
+            return val
+        time.sleep(interval)
+
+
+def read_file(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError as e:
+        return None
+
+
+def write_file(path, data):
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        return os.write(fd, data.encode())
+    finally:
+        os.close(fd)
+
+
+def try_write(path, data):
+    try:
+        return write_file(path, data), None
+    except OSError as e:
+        return None, errno.errorcode.get(e.errno, str(e.errno))
+
+
+def sh(argv, timeout=60, **kw):
+    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=timeout, **kw)
+
+
+def stats(dirpath):
+    out = {}
+    for k in STATS:
+        v = read_file(os.path.join(dirpath, k))
+        out[k] = v.strip() if v is not None else None
+    return out
+
+
+def num(s):
+    try:
+        return int(s)
+    except (TypeError, ValueError):
+        return None
+
+
+class Op:
+    """fn() in a forked child; its value or errno comes back through a pipe."""
+
+    def __init__(self, fn):
+        r, w = os.pipe()
+        self.t0 = time.monotonic()
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(r)
+            try:
+                res = {"ok": True, "value": fn()}
+            except OSError as e:
+                res = {"ok": False, "errno": errno.errorcode.get(e.errno, e.errno),
+                       "strerror": e.strerror}
+            except BaseException as e:  # noqa: B902
+                res = {"ok": False, "errno": None, "error": repr(e)}
+            os.write(w, json.dumps(res).encode())
+            os._exit(0)
+        os.close(w)
+        self.r = r
+        self.result = None
+        self.seconds = None
+
+    def wait(self, timeout):
+        if self.result is not None:
+            return self.result
+        ready, _, _ = select.select([self.r], [], [], timeout)
+        if not ready:
+            return None
+        data = b""
+        while True:
+            chunk = os.read(self.r, 65536)
+            if not chunk:
+                break
+            data += chunk
+        os.close(self.r)
+        os.waitpid(self.pid, 0)
+        self.seconds = time.monotonic() - self.t0
+        self.result = json.loads(data) if data else {"ok": False, "error": "died"}
+        return self.result
+
+    def describe(self):
+        r = self.result
+        if r is None:
+            return "still blocked"
+        took = f" after {self.seconds:.1f} s" if self.seconds is not None else ""
+        if r.get("ok"):
+            return f"returned {r['value']}{took}"
+        if r.get("errno"):
+            return f"failed with {r['errno']} ({r.get('strerror')}){took}"
+        return f"failed: {r.get('error')}{took}"
+
+
+class Kmsg:
+    """The kernel's log from now on (what journalctl -k shows)."""
+
+    def __init__(self):
+        self.fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+        os.lseek(self.fd, 0, os.SEEK_END)
+        self.lines = []
+
+    def poll(self):
+        while True:
+            try:
+                rec = os.read(self.fd, 8192)
+            except BlockingIOError:
+                break
+            except BrokenPipeError:     # overwritten records: go on
+                continue
+            head, _, msg = rec.decode("utf-8", "replace").partition(";")
+            self.lines.append(msg.split("\n")[0])
+        return self.lines
+
+    def has(self, text):
+        return [l for l in self.poll() if text in l]
+
+    def close(self):
+        os.close(self.fd)
+
+
+def kmsg_evidence(lines, limit=14):
+    keys = ("PM: suspend entry", "PM: suspend exit", "refusing", "Freezing of tasks",
+            "task:", "PM: Some devices failed", "Wakeup pending", "PM: suspend-to-idle",
+            "resume from suspend-to-idle", "Waking up from system sleep state",
+            "failed to freeze", "abort", "Freezing user space processes failed")
+    picked = [l for l in lines if any(k in l for k in keys)]
+    return picked[:limit]
+
+
+class Powerfs:
+    n = 0
+
+    def __init__(self, *opts, mnt=MNT):
+        Powerfs.n += 1
+        self.mnt = mnt
+        os.makedirs(mnt, exist_ok=True)
+        subprocess.run(["fusermount3", "-uz", mnt], stderr=subprocess.DEVNULL)
+        self.logpath = f"{LOGS}/{current}.powerfs{Powerfs.n}.log"
+        self.log = open(self.logpath, "w")
+        self.argv = [POWERFS, "-f", "-d", *opts, mnt]
+        self.proc = subprocess.Popen(self.argv, stdout=self.log,
+                                     stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        CHECK.powerfs.append(self)
+        wait_for(lambda: self.proc.poll() is not None or os.path.ismount(mnt), 30)
+        if not os.path.ismount(mnt):
+            raise Fail(f"`{' '.join(self.argv)}` did not mount (exit "
+                       f"{self.proc.poll()}): {' | '.join(self.lines()[-5:])}")
+
+    def path(self, name):
+        return os.path.join(self.mnt, name)
+
+    def lines(self):
+        text = read_file(self.logpath) or ""
+        return text.splitlines()
+
+    def evidence(self, limit=25):
+        keep = ("Message", "WARNING", "CRITICAL", "ERROR", "logind", "inhibit",
+                "interrupted", "sleep", "resum", "suspend")
+        picked = [re.sub(r"^powerfs-", "", l) for l in self.lines()
+                  if any(k in l for k in keep) and "write wake_" not in l]
+        return picked[-limit:]
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def serving(self):
+        try:
+            fd = os.open(self.path("state"), os.O_RDONLY)
+            try:
+                return os.read(fd, 64).decode()
+            finally:
+                os.close(fd)
+        except OSError:
+            return None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        subprocess.run(["fusermount3", "-uz", self.mnt], stderr=subprocess.DEVNULL)
+        return self.proc.returncode
+
+
+class Check:
+    def __init__(self, name):
+        self.name = name
+        self.subs = []
+        self.notes = []
+        self.evidence = {}
+        self.s3_expected = None
+        self.powerfs = []
+        self.procs = []
+
+    def expect(self, name, ok, detail=""):
+        self.subs.append({"name": name, "ok": bool(ok), "detail": str(detail)})
+        return bool(ok)
+
+    def note(self, text):
+        self.notes.append(str(text))
+
+    def add_evidence(self, key, lines):
+        self.evidence.setdefault(key, []).extend(lines)
+
+    def finish(self):
+        for p in self.powerfs:
+            if p.alive():
+                p.stop()
+            self.add_evidence(f"powerfs{self.powerfs.index(p) + 1}", p.evidence())
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+
+
+CHECK = None
+
+
+# --- the guest's power management ------------------------------------------
+def set_mem_sleep(mode):
+    write_file("/sys/power/mem_sleep", mode)
+    cur = read_file("/sys/power/mem_sleep")
+    if f"[{mode}]" not in cur:
+        raise Fail(f"mem_sleep is {cur.strip()!r}, wanted {mode}")
+
+
+def arm_rtc(seconds=5):
+    write_file(RTC, "0")
+    write_file(RTC, f"+{seconds}")
+
+
+def post_resume(script):
+    """A shell snippet the system-sleep hook runs right after resume, before
+    logind sends PrepareForSleep(false)."""
+    with open(POST_RESUME + ".tmp", "w") as f:
+        f.write("#!/bin/sh\n" + script + "\n")
+    os.chmod(POST_RESUME + ".tmp", 0o755)
+    os.rename(POST_RESUME + ".tmp", POST_RESUME)
+
+
+def busctl(*args, user=False, timeout=30):
+    argv = (TESTER if user else []) + ["busctl", "--json=short"] + list(args)
+    return sh(argv, timeout=timeout)
+
+
+def inhibitors():
+    r = busctl("call", *LOGIND, "ListInhibitors")
+    if r.returncode:
+        return []
+    data = json.loads(r.stdout)["data"][0]
+    return [dict(zip(("what", "who", "why", "mode", "uid", "pid"), i)) for i in data]
+
+
+def inhibitor_text():
+    r = sh(["systemd-inhibit", "--list", "--no-pager"])
+    return [l.rstrip() for l in r.stdout.splitlines() if l.strip()]
+
+
+def can_suspend(user):
+    r = busctl("call", *LOGIND, "CanSuspend", user=user)
+    if r.returncode:
+        return f"error: {r.stderr.strip()}"
+    return json.loads(r.stdout)["data"][0]
+
+
+def slept_since(k0, km):
+    k = stats(KSTATS)
+    return (num(k["success"]) != num(k0["success"]) or num(k["fail"]) != num(k0["fail"])
+            or bool(km.has("PM: suspend entry")))
+
+
+def await_resume(k0, km, n=1, timeout=90, grace=20):
+    """Until the kernel has finished n suspends (success or failure), or has
+    not even begun one after grace seconds."""
+    t0 = time.monotonic()
+
+    def done():
+        k = stats(KSTATS)
+        ends = num(k["success"]) - num(k0["success"]) + num(k["fail"]) - num(k0["fail"])
+        if ends >= n and len(km.has("PM: suspend exit")) >= n:
+            return True
+        return time.monotonic() - t0 > grace and not km.has("PM: suspend entry")
+    return wait_for(done, timeout, 0.2)
+
+
+def sleep_verdict(c, what, km, k0, pfs, p0, mode, n=1):
+    """The sleep(s) happened, cleanly, and powerfs counted them as the kernel did."""
+    await_resume(k0, km, n)
+    k1 = stats(KSTATS)
+    lines = km.poll()
+    c.add_evidence("kernel", kmsg_evidence(lines))
+    ds, df = num(k1["success"]) - num(k0["success"]), num(k1["fail"]) - num(k0["fail"])
+    c.expect(f"{what}: kernel suspend_stats/success +{n}", ds == n and df == 0,
+             f"success {k0['success']} -> {k1['success']}, fail {k0['fail']} -> "
+             f"{k1['fail']} (last_failed_step {k1['last_failed_step']!r}, "
+             f"last_failed_errno {k1['last_failed_errno']})")
+    entry = [l for l in lines if f"PM: suspend entry ({mode})" in l]
+    exits = [l for l in lines if "PM: suspend exit" in l]
+    c.expect(f"{what}: kernel log has 'PM: suspend entry ({mode})' and "
+             "'PM: suspend exit'", entry and exits,
+             f"{len(entry)} entry, {len(exits)} exit lines")
+    bad = [l for l in lines if any(b in l for b in FREEZE_BAD)]
+    c.expect(f"{what}: no 'refusing to freeze' / 'Freezing of tasks failed'",
+             not bad, "; ".join(bad[:3]))
+    if pfs is not None:
+        stats_agree(c, what, k0, k1, pfs, p0)
+    return k1
+
+
+def stats_agree(c, what, k0, k1, pfs, p0):
+    def compare():
+        p1 = stats(pfs.path("suspend_stats"))
+        kd = (num(k1["success"]) - num(k0["success"]), num(k1["fail"]) - num(k0["fail"]))
+        try:
+            pd = (num(p1["success"]) - num(p0["success"]),
+                  num(p1["fail"]) - num(p0["fail"]))
+        except TypeError:
+            pd = None
+        same = kd == pd
+        if same and kd[1] > 0:
+            same = (p1["last_failed_step"] == k1["last_failed_step"]
+                    and p1["last_failed_errno"] == k1["last_failed_errno"])
+        return same, p1, kd, pd
+    wait_for(lambda: compare()[0], 10, 0.2)
+    same, p1, kd, pd = compare()
+    c.expect(f"suspend_stats agree ({what})", same,
+             f"kernel: success +{kd[0]}, fail +{kd[1]}, last_failed_step "
+             f"{k1['last_failed_step']!r}, last_failed_errno {k1['last_failed_errno']}; "
+             f"powerfs: success +{pd[0] if pd else '?'}, fail +{pd[1] if pd else '?'}, "
+             f"last_failed_step {p1['last_failed_step']!r}, last_failed_errno "
+             f"{p1['last_failed_errno']}")
+
+
+def write_state(c, pfs, mode, what="echo mem > state", timeout=120):
+    """Writes mem to powerfs's state and reports what the write returned."""
+    if mode == "s2idle":
+        note_host("expecting s2idle: a key press wakes it")
+    op = Op(lambda: write_file(pfs.path("state"), "mem\n"))
+    res = op.wait(timeout)
+    c.expect(f"{what} succeeds", res and res.get("ok") and res.get("value") == 4,
+             op.describe())
+    return op
+
+
+def backend_opts(backend):
+    return ["--backend=logind"] if backend == "logind" else ["--backend=sysfs:/sys/power"]
+
+
+# --- a. state through each backend, deep and s2idle -------------------------
+def check_state(c, backend, mode):
+    set_mem_sleep(mode)
+    c.s3_expected = 1 if mode == "deep" else 0
+    pfs = Powerfs(*backend_opts(backend))
+    k0, p0, km = stats(KSTATS), stats(pfs.path("suspend_stats")), Kmsg()
+    if backend == "sysfs" and mode == "deep":
+        arm_rtc()
+    write_state(c, pfs, mode)
+    sleep_verdict(c, f"{backend}/{mode}", km, k0, pfs, p0, mode)
+    c.expect("powerfs still serving after resume", pfs.alive() and pfs.serving(),
+             f"state reads {pfs.serving()!r}")
+
+
+# --- b. blocked wakeup_count readers during a sleep --------------------------
+def blocked_in_read(pid):
+    sc = read_file(f"/proc/{pid}/syscall")
+    st = read_file(f"/proc/{pid}/stat")
+    if not sc or not st:
+        return None
+    nr = sc.split()[0]
+    state = st.rsplit(")", 1)[1].split()[0]
+    if nr.isdigit() and int(nr) in READ_SYSCALLS and state in ("S", "D"):
+        wchan = (read_file(f"/proc/{pid}/wchan") or "").strip()
+        return f"syscall {nr}, state {state}, wchan {wchan}"
+    return None
+
+
+def check_readers(c, backend, held):
+    set_mem_sleep("deep")
+    c.s3_expected = 1
+    pfs = Powerfs(*backend_opts(backend))
+    write_file(pfs.path("wake_lock"), "vmtest-hold\n")
+    wc = pfs.path("wakeup_count")
+    readers = {
+        "GNU cat": ["cat", wc],
+        "busybox cat": ["busybox", "cat", wc],
+        "python os.read loop": ["python3", "-c", PY_LOOP, wc],
+    }
+    info = {"one read(2) without retry (ctypes)": ["python3", "-c", C_READ, wc]}
+    procs = {}
+    for name, argv in list(readers.items()) + list(info.items()):
+        procs[name] = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True)
+        c.procs.append(procs[name])
+    states = {}
+
+    def all_blocked():
+        for name, p in procs.items():
+            states[name] = blocked_in_read(p.pid)
+        return all(states.values())
+    ok = wait_for(all_blocked, 30, 0.2)
+    c.expect("readers blocked in wakeup_count while the lock is held", ok,
+             "; ".join(f"{n}: {s or 'not blocked'}" for n, s in states.items()))
+    k0, p0, km = stats(KSTATS), stats(pfs.path("suspend_stats")), Kmsg()
+    if backend == "sysfs":
+        arm_rtc()
+    expected = None
+    if not held:
+        # Release, take the count the readers must print, sleep at once.
+        write_file(pfs.path("wake_unlock"), "vmtest-hold\n")
+        expected = (read_file(wc) or "").strip()
+    write_state(c, pfs, "deep")
+    sleep_verdict(c, f"{backend}/deep with readers", km, k0, pfs, p0, "deep")
+    if held:
+        after = {n: (blocked_in_read(p.pid) if p.poll() is None else f"exited {p.returncode}")
+                 for n, p in procs.items()}
+        c.note("after resume, lock still held: " +
+               "; ".join(f"{n}: {s or 'running'}" for n, s in after.items()))
+        write_file(pfs.path("wake_unlock"), "vmtest-hold\n")
+        expected = (read_file(wc) or "").strip()
+    outs = {}
+    for name, p in procs.items():
+        try:
+            out, err = p.communicate(timeout=30)
+            outs[name] = (p.returncode, out, err)
+        except subprocess.TimeoutExpired:
+            outs[name] = (None, "", "still blocked 30 s after the lock was released")
+    for name in readers:
+        rc, out, err = outs[name]
+        c.expect(f"{name} prints the count {expected!r}",
+                 rc == 0 and out.strip() == expected and expected,
+                 f"exit {rc}, stdout {out!r}, stderr {err.strip()!r}")
+    for name in info:
+        rc, out, err = outs[name]
+        c.note(f"{name}: exit {rc}, {out.strip()!r} {err.strip()!r}")
+
+
+# --- c. autosleep through logind ---------------------------------------------
+def check_autosleep(c):
+    set_mem_sleep("deep")
+    c.s3_expected = 1
+    pfs = Powerfs("--backend=logind")
+    # The guest's "wakeup event" on resume: a wake lock, taken before logind
+    # reports the resume, stops autosleep from going straight back to sleep.
+    post_resume(f"echo vmtest-resumed > {pfs.path('wake_lock')}")
+    k0, p0, km = stats(KSTATS), stats(pfs.path("suspend_stats")), Kmsg()
+    n, err = try_write(pfs.path("autosleep"), "mem\n")
+    c.expect("echo mem > autosleep succeeds", n == 4, f"write returned {n or err}")
+    sleep_verdict(c, "autosleep", km, k0, pfs, p0, "deep")
+    locks = (read_file(pfs.path("wake_lock")) or "").split()
+    c.note(f"wake_lock after resume: {locks} (post-resume log: "
+           f"{(read_file('/run/vmtest/post-resume.log') or '').strip()!r})")
+    n, err = try_write(pfs.path("autosleep"), "off\n")
+    c.expect("echo off > autosleep succeeds", n == 4, f"write returned {n or err}")
+    c.expect("autosleep reads off", (read_file(pfs.path("autosleep")) or "").strip() == "off",
+             repr(read_file(pfs.path("autosleep"))))
+    try_write(pfs.path("wake_unlock"), "vmtest-resumed\n")
+
+
+# --- d. --inhibit-sleep ------------------------------------------------------
+def powerfs_block(why_part):
+    return [i for i in inhibitors() if i["who"] == "powerfs" and i["mode"] == "block"
+            and why_part in i["why"]]
+
+
+def check_inhibit_lock(c):
+    set_mem_sleep("deep")
+    c.s3_expected = 0
+    pfs = Powerfs("--backend=logind", "--inhibit-sleep")
+    cs0 = can_suspend(user=True)
+    c.note(f"uid 1000 CanSuspend before the lock: {cs0}")
+    write_file(pfs.path("wake_lock"), "vmtest-d\n")
+    ok = wait_for(lambda: powerfs_block("vmtest-d"), 15, 0.2)
+    c.expect("systemd-inhibit --list shows powerfs's block inhibitor", ok,
+             " | ".join(inhibitor_text()))
+    c.note(f"uid 1000 CanSuspend with the lock held: {can_suspend(user=True)}")
+
+    k0, p0, km = stats(KSTATS), stats(pfs.path("suspend_stats")), Kmsg()
+    r = busctl("call", *LOGIND, "Suspend", "b", "false", user=True)
+    slept = wait_for(lambda: slept_since(k0, km), 10, 0.2)
+    c.expect("uid 1000's Suspend() does not sleep", not slept,
+             f"busctl exit {r.returncode}: {(r.stderr or r.stdout).strip()!r}")
+    if slept:
+        sleep_verdict(c, "uid 1000 Suspend", km, k0, pfs, p0, "deep")
+        k0, p0, km = stats(KSTATS), stats(pfs.path("suspend_stats")), Kmsg()
+
+    r = sh(["systemctl", "suspend"])
+    slept = wait_for(lambda: slept_since(k0, km), 12, 0.2)
+    c.expect("`systemctl suspend` (root) does not sleep while the lock is held",
+             not slept, f"systemctl exit {r.returncode} {r.stderr.strip()!r}; "
+             f"kernel log: {[l for l in km.poll() if 'PM: suspend' in l][:2]}")
+    if slept:
+        sleep_verdict(c, "systemctl suspend", km, k0, pfs, p0, "deep")
+
+    write_file(pfs.path("wake_unlock"), "vmtest-d\n")
+    gone = wait_for(lambda: not powerfs_block("vmtest-d"), 15, 0.2)
+    c.expect("the block inhibitor goes with the lock", gone,
+             " | ".join(inhibitor_text()))
+
+
+def check_inhibit_after_resume(c):
+    set_mem_sleep("deep")
+    c.s3_expected = 1
+    pfs = Powerfs("--backend=logind", "--inhibit-sleep")
+    post_resume(f"echo vmtest-postresume > {pfs.path('wake_lock')}")
+    k0, p0, km = stats(KSTATS), stats(pfs.path("suspend_stats")), Kmsg()
+    write_state(c, pfs, "deep")
+    sleep_verdict(c, "logind/deep", km, k0, pfs, p0, "deep")
+    locks = (read_file(pfs.path("wake_lock")) or "").split()
+    c.expect("the lock taken right after resume is held", "vmtest-postresume" in locks,
+             f"wake_lock: {locks}; hook: "
+             f"{(read_file('/run/vmtest/post-resume.log') or '').strip()!r}")
+    ok = wait_for(lambda: powerfs_block("vmtest-postresume"), 15, 0.2)
+    c.expect("that lock gets a block inhibitor", ok, " | ".join(inhibitor_text()))
+    try_write(pfs.path("wake_unlock"), "vmtest-postresume\n")
+
+
+# --- e. another user's block inhibitor ----------------------------------------
+def check_foreign_inhibitor(c):
+    set_mem_sleep("deep")
+    c.s3_expected = 0
+    pfs = Powerfs("--backend=logind", "--suspend-timeout=10")
+    inh = subprocess.Popen(TESTER + ["systemd-inhibit", "--what=sleep", "--mode=block",
+                                     "--who=vmtest-tester", "--why=check e", "sleep", "60"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    c.procs.append(inh)
+    ok = wait_for(lambda: [i for i in inhibitors() if i["who"] == "vmtest-tester"], 15, 0.2)
+    if not ok:
+        if inh.poll() is None:
+            inh.kill()
+        raise Fail(f"uid 1000's inhibitor did not appear: {inhibitor_text()}; "
+                   f"systemd-inhibit exit {inh.wait()}: {inh.stdout.read().strip()!r}")
+    c.note("inhibitors: " + " | ".join(inhibitor_text()))
+    k0, p0, km = stats(KSTATS), stats(pfs.path("suspend_stats")), Kmsg()
+    op = Op(lambda: write_file(pfs.path("state"), "mem\n"))
+    res = op.wait(60)
+    c.note(f"echo mem > state {op.describe()}")
+    c.expect("the state write returns", res is not None, op.describe())
+    # logind starts a sleep at most InhibitDelayMaxSec (5 s) after the call.
+    slept = wait_for(lambda: slept_since(k0, km), 8, 0.2)
+    c.expect("the VM does not sleep while uid 1000 holds a block inhibitor", not slept,
+             f"kernel log: {[l for l in km.poll() if 'PM: suspend' in l][:2]}")
+    if slept:
+        sleep_verdict(c, "despite the inhibitor", km, k0, pfs, p0, "deep")
+    p1 = stats(pfs.path("suspend_stats"))
+    c.note(f"powerfs suspend_stats: {p0} -> {p1}")
+    inh.kill()
+
+
+# --- f. logind restarts under powerfs ----------------------------------------
+def logind_owner():
+    r = busctl("call", "org.freedesktop.DBus", "/org/freedesktop/DBus",
+               "org.freedesktop.DBus", "GetNameOwner", "s", "org.freedesktop.login1")
+    return json.loads(r.stdout)["data"][0] if r.returncode == 0 else None
+
+
+def check_logind_restart(c):
+    set_mem_sleep("deep")
+    c.s3_expected = 1
+    pfs = Powerfs("--backend=logind")
+    owner0 = logind_owner()
+    r = sh(["systemctl", "restart", "systemd-logind"])
+    back = wait_for(lambda: (logind_owner() not in (None, owner0))
+                    and can_suspend(False) in ("yes", "challenge"), 30, 0.3)
+    c.expect("systemd-logind restarted", r.returncode == 0 and back,
+             f"owner {owner0} -> {logind_owner()}, {r.stderr.strip()!r}")
+    n1, e1 = try_write(pfs.path("wake_lock"), "vmtest-f\n")
+    n2, e2 = try_write(pfs.path("wake_unlock"), "vmtest-f\n")
+    c.expect("powerfs keeps serving", pfs.alive() and pfs.serving() and n1 and n2,
+             f"alive {pfs.alive()}, state {pfs.serving()!r}, wake_lock "
+             f"{n1 or e1}, wake_unlock {n2 or e2}")
+    delay = wait_for(lambda: [i for i in inhibitors() if i["who"] == "powerfs"
+                              and i["mode"] == "delay"], 15, 0.3)
+    c.expect("powerfs holds its delay inhibitor again", delay,
+             " | ".join(inhibitor_text()))
+    k0, p0, km = stats(KSTATS), stats(pfs.path("suspend_stats")), Kmsg()
+    write_state(c, pfs, "deep")
+    sleep_verdict(c, "after the restart", km, k0, pfs, p0, "deep")
+
+
+# --- g. the shipped unit -------------------------------------------------------
+def unit_show(*props):
+    r = sh(["systemctl", "show", "powerfs.service"] + [f"-p{p}" for p in props])
+    return dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
+
+
+def unit_install():
+    os.makedirs("/run/systemd/system", exist_ok=True)
+    with open(UNIT) as f, open("/run/systemd/system/powerfs.service", "w") as g:
+        g.write(f.read())
+    sh(["systemctl", "daemon-reload"])
+
+
+def unit_start(c):
+    unit_install()
+    sh(["systemctl", "stop", "powerfs.service"])
+    sh(["systemctl", "reset-failed", "powerfs.service"])
+    r = sh(["systemctl", "start", "powerfs.service"], timeout=90)
+    live = os.path.ismount(UNIT_MNT)
+    state = read_file(os.path.join(UNIT_MNT, "state"))
+    props = unit_show("Type", "ActiveState", "SubState", "MainPID", "NRestarts",
+                      "NotifyAccess", "Result")
+    return r, live, state, props
+
+
+def journal(unit, since_cursor=None):
+    r = sh(["journalctl", "-u", unit, "-b", "--no-pager", "-o", "short-monotonic"])
+    return r.stdout.splitlines()[-15:]
+
+
+def check_unit_notify(c):
+    c.s3_expected = 0
+    r, live, state, props = unit_start(c)
+    c.expect("the unit is Type=notify", props.get("Type") == "notify", props)
+    c.expect("`systemctl start` returns with the unit active",
+             r.returncode == 0 and props.get("ActiveState") == "active",
+             f"exit {r.returncode} {r.stderr.strip()!r}, {props}")
+    c.expect("the mount is live as soon as the unit is active", live and state,
+             f"ismount {live}, state {state!r}")
+    c.add_evidence("journal", journal("powerfs.service"))
+
+
+def kill_and_watch(c, what):
+    """kill -9 the unit's main process with clients around; what they saw."""
+    r, live, state, props = unit_start(c)
+    if not (live and props.get("ActiveState") == "active"):
+        raise Fail(f"the unit did not start: {props} {r.stderr.strip()!r}")
+    wc = os.path.join(UNIT_MNT, "wakeup_count")
+    old_fd = os.open(os.path.join(UNIT_MNT, "state"), os.O_RDONLY)
+    write_file(os.path.join(UNIT_MNT, "wake_lock"), f"vmtest-{what}\n")
+    reader = subprocess.Popen(["cat", wc], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    c.procs.append(reader)
+    wait_for(lambda: blocked_in_read(reader.pid), 20, 0.2)
+    try:
+        os.unlink("/run/vmtest/probe-stop")
+    except FileNotFoundError:
+        pass
+    probe = subprocess.Popen(["python3", "-c", PROBE, os.path.join(UNIT_MNT, "state")],
+                             stdout=subprocess.PIPE, text=True)
+    c.procs.append(probe)
+    first = probe.stdout.readline().strip()    # the probe saw the live mount
+    pid0, n0 = int(props["MainPID"]), int(props["NRestarts"])
+    os.kill(pid0, signal.SIGKILL)
+
+    def back():
+        p = unit_show("ActiveState", "MainPID", "NRestarts")
+        return (p.get("ActiveState") == "active" and int(p.get("NRestarts", 0)) > n0
+                and int(p.get("MainPID", 0)) not in (0, pid0)
+                and read_file(os.path.join(UNIT_MNT, "state")))
+    came_back = wait_for(back, 30, 0.3)
+    open("/run/vmtest/probe-stop", "w").close()
+    seen = [first] + probe.communicate(timeout=30)[0].split("\n")
+    if not wait_for(lambda: reader.poll() is not None, 10):
+        reader.kill()
+    rout, rerr = reader.communicate()
+    try:
+        old = "read " + repr(os.read(old_fd, 64).decode())
+    except OSError as e:
+        old = errno.errorcode.get(e.errno, str(e.errno))
+    os.close(old_fd)
+    after = unit_show("ActiveState", "MainPID", "NRestarts", "Result")
+    return {"came_back": came_back, "probe": [s for s in seen if s],
+            "reader": (reader.returncode, rout.strip(), rerr.strip()),
+            "old_fd": old, "before": props, "after": after}
+
+
+def check_unit_restart(c):
+    c.s3_expected = 0
+    w = kill_and_watch(c, "g2")
+    c.expect("Restart=on-failure: the unit is active again after kill -9",
+             w["came_back"], f"{w['before']} -> {w['after']}")
+    c.expect("the mount serves again", read_file(os.path.join(UNIT_MNT, "state")),
+             repr(read_file(os.path.join(UNIT_MNT, "state"))))
+    c.note(f"a client polling state saw: {', '.join(w['probe'])} (seconds: outcome)")
+    c.note(f"a wakeup_count reader blocked at the kill: exit {w['reader'][0]}, "
+           f"stdout {w['reader'][1]!r}, stderr {w['reader'][2]!r}")
+    c.note(f"an fd opened before the kill, read after the restart: {w['old_fd']}")
+    c.add_evidence("journal", journal("powerfs.service"))
+
+
+def check_unit_fdstore(c):
+    c.s3_expected = 0
+    with open(UNIT) as f:
+        text = f.read()
+    m = re.search(r"^\s*FileDescriptorStoreMax\s*=\s*(\d+)", text, re.M)
+    c.expect("the unit sets FileDescriptorStoreMax=", m and int(m.group(1)) > 0,
+             m.group(0).strip() if m else "not in dist/powerfs.service.in")
+    w = kill_and_watch(c, "g3")
+    bad = [s for s in w["probe"] if "ENOTCONN" in s or "ECONNABORTED" in s]
+    c.expect("the mount survives kill -9: no ENOTCONN for clients", w["came_back"] and not bad,
+             f"a client polling state saw: {', '.join(w['probe'])}")
+    c.expect("an fd opened before the kill still reads after the restart",
+             w["old_fd"].startswith("read"), w["old_fd"])
+    c.note(f"a wakeup_count reader blocked at the kill: exit {w['reader'][0]}, "
+           f"stdout {w['reader'][1]!r}, stderr {w['reader'][2]!r}")
+    c.add_evidence("journal", journal("powerfs.service"))
+
+
+CHECKS = [
+    ("a-logind-deep", lambda c: check_state(c, "logind", "deep")),
+    ("a-logind-s2idle", lambda c: check_state(c, "logind", "s2idle")),
+    ("a-sysfs-deep", lambda c: check_state(c, "sysfs", "deep")),
+    ("a-sysfs-s2idle", lambda c: check_state(c, "sysfs", "s2idle")),
+    ("b-readers-logind-released", lambda c: check_readers(c, "logind", False)),
+    ("b-readers-logind-held", lambda c: check_readers(c, "logind", True)),
+    ("b-readers-sysfs-released", lambda c: check_readers(c, "sysfs", False)),
+    ("b-readers-sysfs-held", lambda c: check_readers(c, "sysfs", True)),
+    ("c-autosleep-logind", check_autosleep),
+    ("d-inhibit-lock", check_inhibit_lock),
+    ("d-inhibit-after-resume", check_inhibit_after_resume),
+    ("e-foreign-inhibitor", check_foreign_inhibitor),
+    ("f-logind-restart", check_logind_restart),
+    ("g-unit-notify", check_unit_notify),
+    ("g-unit-restart", check_unit_restart),
+    ("g-unit-fdstore", check_unit_fdstore),
+]
+
+
+# --- running them ----------------------------------------------------------------
+def run_child(name, fn, w):
+    global current, CHECK
+    os.setpgid(0, 0)
+    current = name
+    CHECK = c = Check(name)
+    try:
+        fn(c)
+    except Fail as e:
+        c.expect("set-up", False, str(e))
+    except Exception:   # noqa: B902 - a broken check is a failed check
+        c.expect("the check ran to its end", False,
+                 traceback.format_exc().strip().splitlines()[-1])
+        traceback.print_exc()
+    try:
+        c.finish()
+    except Exception:   # noqa: B902
+        traceback.print_exc()
+    res = {"name": name, "subs": c.subs, "notes": c.notes,
+           "evidence": c.evidence, "s3_expected": c.s3_expected}
+    data = json.dumps(res).encode()
+    while data:
+        data = data[os.write(w, data):]
+    os._exit(0)
+
+
+def cleanup(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    sh(["systemctl", "stop", "powerfs.service"])
+    for m in (MNT, UNIT_MNT):
+        subprocess.run(["fusermount3", "-uz", m], stderr=subprocess.DEVNULL)
+    for f in (POST_RESUME, "/run/vmtest/post-resume.log"):
+        try:
+            os.unlink(f)
+        except FileNotFoundError:
+            pass
+    write_file(RTC, "0")
+    write_file("/sys/power/mem_sleep", "deep")
+    # No sleep of this check may still be under way when the next starts.
+    wait_for(lambda: json.loads(busctl("get-property", *LOGIND, "PreparingForSleep")
+                                .stdout or '{"data": true}')["data"] is False, 60, 0.5)
+    wait_for(lambda: sh(["systemctl", "is-active", "systemd-suspend.service"])
+             .stdout.strip() != "active", 60, 0.5)
+
+
+def run_check(name, fn, timeout):
+    r, w = os.pipe()
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        run_child(name, fn, w)
+    os.close(w)
+    data, end = b"", t0 + timeout
+    while True:
+        left = end - time.monotonic()
+        ready, _, _ = select.select([r], [], [], max(0, left))
+        if not ready:
+            break
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.close(r)
+    timed_out = time.monotonic() >= end and not data
+    cleanup(pid)
+    os.waitpid(pid, 0)
+    try:
+        res = json.loads(data)
+    except ValueError:
+        res = {"name": name, "subs": [], "notes": [], "evidence": {}}
+    if timed_out or not res["subs"]:
+        res["subs"].append({"name": f"finished within {timeout:.0f} s", "ok": False,
+                            "detail": "timed out: killed" if timed_out else "no result"})
+    res["seconds"] = time.monotonic() - t0
+    return res
+
+
+def main():
+    global proto_fd
+    proto_fd = os.open("/dev/ttyS1", os.O_WRONLY | os.O_NOCTTY)
+    attrs = termios.tcgetattr(proto_fd)
+    attrs[1] &= ~termios.OPOST
+    termios.tcsetattr(proto_fd, termios.TCSANOW, attrs)
+    os.makedirs(LOGS, exist_ok=True)
+    with open("/vmtest/config.json") as f:
+        config = json.load(f)
+    only = config.get("only") or []
+    todo = [(n, fn) for n, fn in CHECKS if not only or any(n.startswith(o) for o in only)]
+    boot = sh(["systemd-analyze"]).stdout.splitlines()
+    proto(ev="hello", kernel=os.uname().release, boot=boot[0] if boot else "?")
+    proto(ev="plan", names=[n for n, _ in todo])
+    for name, fn in todo:
+        proto(ev="begin", name=name)
+        proto(ev="result", **run_check(name, fn, config.get("check_timeout", 150)))
+    proto(ev="done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
