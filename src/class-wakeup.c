@@ -477,6 +477,12 @@ struct pf_class_wakeup *pf_class_wakeup_mount(struct wakeup_engine *engine,
 	return cw;
 }
 
+void pf_class_wakeup_stop(struct pf_class_wakeup *cw)
+{
+	if (cw)
+		pf_session_stop(cw->session);
+}
+
 void pf_class_wakeup_unmount(struct pf_class_wakeup *cw)
 {
 	if (!cw)

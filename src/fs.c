@@ -697,6 +697,11 @@ void pf_fs_chown_writable(struct pf_fs *fs, uid_t uid, gid_t gid)
 	g_message("writable files owned by %u:%u", uid, gid);
 }
 
+void pf_fs_stop(struct pf_fs *fs)
+{
+	pf_session_stop(fs->session);
+}
+
 void pf_fs_unmount(struct pf_fs *fs)
 {
 	GList *l;

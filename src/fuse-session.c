@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <gio/gio.h>
@@ -26,6 +27,7 @@ struct pf_session {
 	GSourceFunc on_unmounted;
 	gpointer on_unmounted_data;
 	GQueue open_files;	/* struct pf_snapshot */
+	gboolean stopped;
 };
 
 static GMutex loop_lock;
@@ -46,8 +48,10 @@ void pf_loop_lock_init(void)
 	g_main_context_set_poll_func(NULL, poll_unlocked);
 }
 
-/* libfuse reports problems through its own logger: keep the last error for
- * our one-line message and pass everything to GLib's log (debug level). */
+/* libfuse reports problems through its own logger, from any thread: keep
+ * the last error for our one-line message at mount time and pass
+ * everything to GLib's log (debug level). */
+static GMutex last_error_lock;
 static char *last_error;
 
 static void log_to_glib(enum fuse_log_level level, const char *fmt,
@@ -57,10 +61,24 @@ static void log_to_glib(enum fuse_log_level level, const char *fmt,
 
 	g_strchomp(msg);
 	if (level <= FUSE_LOG_ERR) {
+		g_mutex_lock(&last_error_lock);
 		g_free(last_error);
 		last_error = g_strdup(msg);
+		g_mutex_unlock(&last_error_lock);
 	}
 	g_debug("libfuse: %s", msg);
+}
+
+/* The last error libfuse logged, or fallback; clears it. */
+static char *take_last_error(const char *fallback)
+{
+	char *msg;
+
+	g_mutex_lock(&last_error_lock);
+	msg = last_error ? last_error : g_strdup(fallback);
+	last_error = NULL;
+	g_mutex_unlock(&last_error_lock);
+	return msg;
 }
 
 /* The kernel ended the session (fusermount3 -u): tell the main loop. */
@@ -74,29 +92,45 @@ static gboolean session_ended(gpointer data)
 	return G_SOURCE_REMOVE;
 }
 
+/* Cancellation (pf_session_unmount) may only strike while the thread
+ * waits in read(2) for the next request, as in libfuse's own loop: never
+ * while it holds the loop lock or is inside GLib. */
 static void *serve(void *data)
 {
 	struct pf_session *ps = data;
-	int res, old;
+	int res;
 
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 	for (;;) {
-		/* Cancellation (pf_session_unmount) may only strike here,
-		 * blocked in read(2), never while the lock is held. */
+		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
 		res = fuse_session_receive_buf(ps->se, &ps->buf);
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 		if (res == -EINTR || res == -EAGAIN)
 			continue;
 		if (res <= 0 || fuse_session_exited(ps->se))
 			break;
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
 		g_mutex_lock(&loop_lock);
 		fuse_session_process_buf(ps->se, &ps->buf);
 		g_mutex_unlock(&loop_lock);
-		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
 	}
 	if (res < 0)
 		g_warning("reading /dev/fuse: %s", g_strerror(-res));
 	g_idle_add(session_ended, ps);
 	return NULL;
+}
+
+/* Signals go to the main thread, whose loop handles them: a serving thread
+ * starts with every asynchronous signal blocked. */
+static int start_serving(struct pf_session *ps)
+{
+	sigset_t all, old;
+	int err;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	err = pthread_create(&ps->thread, NULL, serve, ps);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return err;
 }
 
 struct pf_session *pf_session_mount(const struct fuse_lowlevel_ops *ops,
@@ -118,32 +152,32 @@ struct pf_session *pf_session_mount(const struct fuse_lowlevel_ops *ops,
 	ps->on_unmounted = on_unmounted;
 	ps->on_unmounted_data = data;
 	fuse_set_log_func(log_to_glib);
-	g_clear_pointer(&last_error, g_free);
+	g_free(take_last_error(NULL));
 	ps->se = fuse_session_new(&args, ops, sizeof(*ops), userdata);
 	fuse_opt_free_args(&args);
 	if (!ps->se) {
+		g_autofree char *why = take_last_error("rejected");
+
 		g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-			    "bad mount options \"%s\": %s", opts,
-			    last_error ? last_error : "rejected");
+			    "bad mount options \"%s\": %s", opts, why);
 		goto fail;
 	}
 	if (fuse_session_mount(ps->se, mountpoint) != 0) {
+		g_autofree char *why = take_last_error("failed");
+
 		g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
-			    "cannot mount on %s: %s", mountpoint,
-			    last_error ? last_error : "failed");
+			    "cannot mount on %s: %s", mountpoint, why);
 		goto fail;
 	}
-	err = pthread_create(&ps->thread, NULL, serve, ps);
+	err = start_serving(ps);
 	if (err) {
 		g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
 			    "cannot start a thread: %s", g_strerror(err));
 		fuse_session_unmount(ps->se);
 		goto fail;
 	}
-	g_clear_pointer(&last_error, g_free);
 	return ps;
 fail:
-	g_clear_pointer(&last_error, g_free);
 	if (ps->se)
 		fuse_session_destroy(ps->se);
 	g_free(ps->mountpoint);
@@ -184,21 +218,30 @@ void pf_session_release(struct pf_session *ps, fuse_req_t req,
 	fuse_reply_err(req, 0);
 }
 
-/* Called from the main loop, with the loop lock held. */
+/* Called from the main thread, with the loop lock held. */
+void pf_session_stop(struct pf_session *ps)
+{
+	if (!ps || ps->stopped)
+		return;
+	ps->stopped = TRUE;
+	fuse_session_exit(ps->se);
+	/* Let a request in progress finish and stop the thread where it
+	 * waits for the next one. */
+	g_mutex_unlock(&loop_lock);
+	pthread_cancel(ps->thread);
+	pthread_join(ps->thread, NULL);
+	g_mutex_lock(&loop_lock);
+}
+
 void pf_session_unmount(struct pf_session *ps)
 {
 	GList *l;
 
 	if (!ps)
 		return;
-	fuse_session_exit(ps->se);
-	/* Let a request in progress finish and stop the thread where it
-	 * waits for the next one; only then unmount, which closes /dev/fuse
-	 * (a read blocked on it would fail with ECONNABORTED). */
-	g_mutex_unlock(&loop_lock);
-	pthread_cancel(ps->thread);
-	pthread_join(ps->thread, NULL);
-	g_mutex_lock(&loop_lock);
+	/* Unmounting closes /dev/fuse: the thread must be gone first (a
+	 * read blocked on it would fail with ECONNABORTED). */
+	pf_session_stop(ps);
 	fuse_session_unmount(ps->se);
 	/* A session_ended() idle may still be queued for us. */
 	while (g_idle_remove_by_data(ps))

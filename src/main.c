@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 #include <gio/gio.h>
 #include <glib-unix.h>
@@ -193,23 +194,39 @@ static struct backend *make_backend(struct pf_clock *clock,
 	return NULL;
 }
 
+/* Lifts one mount off path: umount2() as root, else fusermount3 (an argv,
+ * no shell). */
+static gboolean detach(const char *path)
+{
+	const char *argv[] = { "fusermount3", "-uz", path, NULL };
+	gint status = -1;
+
+	if (umount2(path, MNT_DETACH) == 0)
+		return TRUE;
+	return g_spawn_sync(NULL, (char **)argv, NULL,
+			    G_SPAWN_SEARCH_PATH | G_SPAWN_STDOUT_TO_DEV_NULL |
+				    G_SPAWN_STDERR_TO_DEV_NULL,
+			    NULL, NULL, NULL, NULL, &status, NULL) &&
+	       g_spawn_check_wait_status(status, NULL);
+}
+
 /* The mount point must be a directory we can mount on.  A dead powerfs
- * leaves its mount answering ENOTCONN: lift it off first. */
+ * leaves its mount answering ENOTCONN: lift it off first.  stat() may still
+ * answer from attributes the kernel cached; statfs() always asks the
+ * server, so a dead mount cannot hide (and mounts stacked on one another
+ * come off one by one). */
 static char *check_mountpoint(const char *path)
 {
+	struct statfs sfs;
 	struct stat st;
 	char *real;
 
-	if (stat(path, &st) < 0 && errno == ENOTCONN) {
+	for (int i = 0; i < 16 && statfs(path, &sfs) < 0 && errno == ENOTCONN;
+	     i++) {
 		g_message("%s: removing a stale mount", path);
-		if (umount2(path, MNT_DETACH) < 0) {
-			g_autofree char *cmd = g_strdup_printf(
-				"fusermount3 -uz '%s'", path);
-
-			if (system(cmd) != 0)
-				usage_error("%s: stale mount that cannot be "
-					    "removed", path);
-		}
+		if (!detach(path))
+			usage_error("%s: stale mount that cannot be removed",
+				    path);
 	}
 	if (stat(path, &st) < 0)
 		usage_error("cannot mount on %s: %s", path, g_strerror(errno));
@@ -434,7 +451,12 @@ int main(int argc, char **argv)
 	g_main_loop_run(loop);
 	sd_notify(0, "STOPPING=1");
 
-	/* Requests waiting on a suspend get their error first. */
+	/* Take no request from here on, on either mount: nothing changes
+	 * after the state is saved, and no state write starts a suspend.
+	 * Then the attempt in progress ends, the requests waiting on it get
+	 * their error, and the state is saved before the mounts go. */
+	pf_class_wakeup_stop(cw);
+	pf_fs_stop(fs);
 	suspend_abort(pw->suspend);
 	state_file_close(sf);
 	pf_class_wakeup_unmount(cw);

@@ -214,6 +214,8 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 	int ret;
 
 	g_return_val_if_fail(s->locked && !s->sleeping, -EBUSY);
+	if (s->shutting_down)
+		return -EIO;
 	/* The handshake's promise: if an event arrived since user space read
 	 * wakeup_count, do not sleep (it would be lost). */
 	if (wakeup_pending(s->engine)) {

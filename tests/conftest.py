@@ -635,8 +635,8 @@ class Reader:
     def wait_in_read(self, timeout=5.0):
         """Wait until the child sits in the read system call (so a signal
         sent now hits the blocked read, not the code before it)."""
-        wait_in_syscall(self.proc, _CALL_SYSCALLS[self.call], self.call,
-                        timeout)
+        call = getattr(self, "call", "read")
+        wait_in_syscall(self.proc, _CALL_SYSCALLS[call], call, timeout)
 
     def blocked(self, secs=0.3):
         """True if the read has still not returned after secs seconds."""

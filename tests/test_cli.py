@@ -227,3 +227,44 @@ def test_owner_gives_the_writable_files(mount):
     for name in os.listdir(p.path("suspend_stats")):
         st = os.stat(p.path("suspend_stats/" + name))
         assert (st.st_uid, st.st_gid) == (0, 0), name
+
+
+def test_a_dead_mount_is_replaced_even_with_cached_attributes(tmpdir_):
+    """kill -9 leaves a dead mount; the kernel may still answer stat() from
+    cached attributes.  The next powerfs lifts it (statfs asks the server)
+    instead of stacking on it, so nothing dead comes back after a clean
+    stop."""
+    mnt = os.path.join(tmpdir_, "mnt")
+    os.mkdir(mnt)
+    a = subprocess.Popen([POWERFS, "-f", mnt], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert wait_until(lambda: os.path.ismount(mnt), timeout=5)
+    os.stat(os.path.join(mnt, "state"))     # attributes cached for an hour
+    a.kill()
+    a.wait(5)
+    b = subprocess.Popen([POWERFS, "-f", mnt], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        assert wait_until(lambda: open_ok(mnt), timeout=5), \
+            "the new mount does not answer"
+        r = subprocess.run([FUSERMOUNT, "-u", mnt], capture_output=True,
+                           timeout=10)
+        assert r.returncode == 0, r.stderr
+        assert b.wait(5) == 0
+        out = b.stdout.read().decode()
+        assert "removing a stale mount" in out, out
+        assert not os.path.ismount(mnt), "a dead mount came back"
+        assert os.listdir(mnt) == []
+    finally:
+        if b.poll() is None:
+            b.kill()
+            b.wait(5)
+        b.stdout.close()
+
+
+def open_ok(mnt):
+    try:
+        with open(os.path.join(mnt, "state"), "rb") as f:
+            return f.read() == b"freeze mem disk\n"
+    except OSError:
+        return False

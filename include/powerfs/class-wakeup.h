@@ -16,6 +16,8 @@ struct pf_class_wakeup *pf_class_wakeup_mount(struct wakeup_engine *engine,
 					      const char *mountpoint,
 					      const char *mount_options,
 					      GError **error);
+/* Takes no more requests. */
+void pf_class_wakeup_stop(struct pf_class_wakeup *cw);
 /* Unmounts (if still mounted) and frees; call before freeing the engine. */
 void pf_class_wakeup_unmount(struct pf_class_wakeup *cw);
 

@@ -33,6 +33,9 @@ gboolean pf_fs_set_owner(struct pf_fs *fs, const char *path, mode_t mode,
 /* --owner: give the files that take writes to uid:gid. */
 void pf_fs_chown_writable(struct pf_fs *fs, uid_t uid, gid_t gid);
 
+/* Takes no more requests (at shutdown, before the state is saved). */
+void pf_fs_stop(struct pf_fs *fs);
+
 /* Fails every parked request (blocked readers get EINTR, pending writes EIO),
  * unmounts and frees. */
 void pf_fs_unmount(struct pf_fs *fs);

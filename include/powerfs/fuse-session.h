@@ -23,6 +23,10 @@ struct pf_session *pf_session_mount(const struct fuse_lowlevel_ops *ops,
 				    const char *mount_options,
 				    GSourceFunc on_unmounted, gpointer data,
 				    GError **error);
+/* Takes no more requests (those parked earlier can still be answered):
+ * nothing changes after this but what the caller does. */
+void pf_session_stop(struct pf_session *ps);
+/* Stops if need be, unmounts and frees. */
 void pf_session_unmount(struct pf_session *ps);
 
 /* The connection settings both mounts want, from their init handler. */
