@@ -159,6 +159,25 @@ static gssize store_locked(struct power *pw,
 	return ret;
 }
 
+static gboolean locked_store_for(gpointer ls, gpointer data)
+{
+	return ((struct locked_store *)ls)->data == data;
+}
+
+/* The kernel waits for its transition lock interruptibly in state and
+ * wakeup_count writes (mutex_lock_interruptible()): a writer still queued
+ * for it may give up. */
+gboolean pf_store_cancel(struct power *pw, gpointer data)
+{
+	gpointer ls;
+
+	if (!suspend_lock_cancel(pw->suspend, locked_store_resume,
+				 locked_store_for, data, &ls))
+		return FALSE;
+	locked_store_free(ls);
+	return TRUE;
+}
+
 /* state */
 
 static int state_show(struct power *pw, GString *out)

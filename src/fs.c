@@ -475,6 +475,24 @@ void pf_fs_answer_parked(struct pf_fs *fs)
 	answer_parked(fs, 0);
 }
 
+/* A writer interrupted while its write waits: if it only waited for its
+ * turn (the kernel's interruptible transition lock), it gets EINTR; a
+ * write that is being carried out (a suspend) goes on.  Called by libfuse
+ * with the request locked: answer from the loop. */
+static void parked_write_interrupted(fuse_req_t req, void *data)
+{
+	struct parked *p = data;
+	struct pf_fs *fs = p->fs;
+
+	(void)req;
+	if (!p->req || !pf_store_cancel(fs->pw, p))
+		return;
+	g_queue_unlink(&fs->parked, &p->link);
+	g_queue_push_tail_link(&fs->interrupted, &p->link);
+	if (!fs->interrupt_idle)
+		fs->interrupt_idle = g_idle_add(answer_interrupted, fs);
+}
+
 static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
@@ -516,6 +534,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	}
 	if (ret == PF_PENDING) {
 		g_queue_push_tail_link(&fs->parked, &p->link);
+		fuse_req_interrupt_func(req, parked_write_interrupted, p);
 		return;
 	}
 	fs->spare = p;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <gio/gio.h>
 #include <glib-unix.h>
+#include <linux/fuse.h>
 
 #include "powerfs/fuse-session.h"
 
@@ -195,11 +196,20 @@ void pf_session_reply_open(struct pf_session *ps, fuse_req_t req,
 			   struct fuse_file_info *fi, struct pf_snapshot *snap,
 			   gboolean keep_cache)
 {
+	/* libfuse 3.14 has no field for FOPEN_PARALLEL_DIRECT_WRITES: the
+	 * reply is written here.  Without it the kernel takes the inode lock
+	 * for each write, and a second writer of a file whose write waits
+	 * here (a suspend, a write queued behind one) would wait for it,
+	 * uninterruptibly, before its write even reached us. */
+	struct fuse_open_out out = {
+		.fh = (uintptr_t)snap,
+		.open_flags = FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES |
+			      (keep_cache ? FOPEN_KEEP_CACHE : 0),
+	};
+
+	(void)fi;
 	snap->text = g_string_sized_new(64);
-	fi->fh = (uintptr_t)snap;
-	fi->direct_io = 1;
-	fi->keep_cache = keep_cache;
-	if (fuse_reply_open(req, fi) == -ENOENT) {
+	if (fuse_reply_buf(req, (const char *)&out, sizeof(out)) == -ENOENT) {
 		/* The opener was interrupted; there will be no release. */
 		open_file_free(snap);
 		return;

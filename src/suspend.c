@@ -143,6 +143,23 @@ gboolean suspend_lock(struct suspend *s, suspend_locked_func func,
 	return FALSE;
 }
 
+gboolean suspend_lock_cancel(struct suspend *s, suspend_locked_func func,
+			     gboolean (*match)(gpointer data, gpointer key),
+			     gpointer key, gpointer *data)
+{
+	for (GList *l = s->lock_queue.head; l; l = l->next) {
+		struct lock_waiter *w = l->data;
+
+		if (w->func == func && match(w->data, key)) {
+			*data = w->data;
+			g_queue_delete_link(&s->lock_queue, l);
+			g_free(w);
+			return TRUE;
+		}
+	}
+	return FALSE;
+}
+
 gboolean suspend_in_progress(const struct suspend *s)
 {
 	return s->sleeping;

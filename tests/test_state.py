@@ -1,11 +1,15 @@
 """state, the suspend handshake and suspend_stats (SPEC.md)."""
 
 import errno
+import json
+import signal
+import subprocess
 import time
 
 import pytest
 
-from conftest import STATS_COUNTERS, Background, raises_errno
+from conftest import (PYTHON, STATS_COUNTERS, Background, raises_errno,
+                      wait_in_syscall, wait_until)
 
 SHARED_ARGS = ("--simulate-sleep-ms=200",)
 
@@ -224,3 +228,76 @@ def test_default_sleep_is_one_second(mount):
     t0 = time.monotonic()
     assert p.write("state", b"freeze") == 6
     assert 0.9 <= time.monotonic() - t0 < 5
+
+
+# --- a write waiting for the transition lock (kernel: mutex_lock_interruptible) --
+
+_QUEUED_WRITER = r'''
+import ctypes, json, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.write.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+libc.write.restype = ctypes.c_ssize_t
+path, data, restart = sys.argv[1], sys.argv[2].encode(), sys.argv[3] == "1"
+signal.signal(signal.SIGUSR1, lambda s, f: None)
+signal.siginterrupt(signal.SIGUSR1, not restart)
+fd = os.open(path, os.O_WRONLY)
+print("ready", flush=True)
+n = libc.write(fd, data, len(data))
+print(json.dumps([n, ctypes.get_errno() if n < 0 else 0]), flush=True)
+'''
+
+
+def queued_writer(p, name, data, restart=False):
+    w = subprocess.Popen([PYTHON, "-c", _QUEUED_WRITER, p.path(name), data,
+                          "1" if restart else "0"], stdout=subprocess.PIPE)
+    assert w.stdout.readline() == b"ready\n"
+    return w
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["plain", "SA_RESTART"])
+@pytest.mark.parametrize("name,data", [("state", "mem"),
+                                       ("wakeup_count", "0")])
+def test_a_queued_write_gives_up_at_a_signal(mount, name, data, restart):
+    """A state or wakeup_count write queued behind a suspend in progress is
+    interrupted by a signal (EINTR, SA_RESTART or not), as the kernel's
+    mutex_lock_interruptible() makes it; it neither waits for the suspend
+    nor starts one of its own."""
+    p = mount("--simulate-sleep-ms=1500")
+    first = Background(p.write, "state", b"mem")
+    assert wait_until(lambda: "suspending to mem" in p.log(), timeout=5)
+    w = queued_writer(p, name, data, restart)
+    try:
+        wait_in_syscall(w, {"x86_64": ("1",), "aarch64": ("64",)}, "write")
+        t0 = time.monotonic()
+        w.send_signal(signal.SIGUSR1)
+        out = w.stdout.readline()
+        assert json.loads(out) == [-1, errno.EINTR]
+        assert time.monotonic() - t0 < 0.5, "waited for the suspend"
+        assert first.wait(5) == 3
+        time.sleep(0.3)
+        assert p.stat("success") == 1
+        assert "suspending to mem" not in p.log().split("resumed from mem")[-1]
+    finally:
+        w.kill()
+        w.wait(5)
+        w.stdout.close()
+
+
+def test_an_autosleep_write_queued_behind_a_suspend_ignores_signals(mount):
+    """The kernel switches autosleep under a plain mutex_lock(): the write
+    waits for the suspend whatever the signals."""
+    p = mount("--simulate-sleep-ms=60000")
+    first = Background(p.write, "state", b"mem")
+    assert wait_until(lambda: "suspending to mem" in p.log(), timeout=5)
+    # The autosleep write's own event ends the simulated sleep at once; a
+    # second state write keeps the lock busy meanwhile.
+    w = queued_writer(p, "autosleep", "off")
+    try:
+        wait_in_syscall(w, {"x86_64": ("1",), "aarch64": ("64",)}, "write")
+        w.send_signal(signal.SIGUSR1)
+        assert json.loads(w.stdout.readline()) == [3, 0]
+        assert first.wait(5) == 3
+    finally:
+        w.kill()
+        w.wait(5)
+        w.stdout.close()

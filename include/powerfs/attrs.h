@@ -48,6 +48,11 @@ struct pf_attr {
 	off_t (*size_bound)(struct power *pw);
 };
 
+/* The writer of a store that returned PF_PENDING was interrupted: TRUE if
+ * the store was only waiting for its turn and is now dropped (done will
+ * not be called: answer EINTR), FALSE if it runs already. */
+gboolean pf_store_cancel(struct power *pw, gpointer data);
+
 /* The table; row i is served as inode i + 2 (1 is the root). */
 const struct pf_attr *pf_attrs(guint *n_attrs);
 

@@ -41,6 +41,11 @@ typedef void (*suspend_locked_func)(gpointer data);
 gboolean suspend_lock(struct suspend *s, suspend_locked_func func,
 		      gpointer data);
 void suspend_unlock(struct suspend *s);
+/* Takes back a queued suspend_lock(func, ...) whose data match(es) key:
+ * TRUE (and its data) if one waited; func will not be called for it. */
+gboolean suspend_lock_cancel(struct suspend *s, suspend_locked_func func,
+			     gboolean (*match)(gpointer data, gpointer key),
+			     gpointer key, gpointer *data);
 gboolean suspend_in_progress(const struct suspend *s);
 
 /* Shutting down: the attempt in progress ends now with -EIO, and every
