@@ -11,7 +11,7 @@ CC ?= gcc
 PKGS := fuse3 glib-2.0 gio-2.0 gio-unix-2.0 libsystemd
 CFLAGS ?= -O2 -g
 WARN := -std=c11 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
-CPPFLAGS += -D_GNU_SOURCE -DG_LOG_DOMAIN='"powerfs"' -DPOWERFS_VERSION='"$(VERSION)"' -Iinclude
+CPPFLAGS += -D_GNU_SOURCE -DG_LOG_DOMAIN='"powerfs"' -DG_LOG_USE_STRUCTURED -DPOWERFS_VERSION='"$(VERSION)"' -Iinclude
 
 # make SANITIZE=1: AddressSanitizer + UBSan, in a separate build directory.
 ifeq ($(SANITIZE),1)
@@ -46,7 +46,7 @@ powerfs-report: src/powerfs-report.py
 $(BUILD)/powerfs: $(daemon_objs)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(BUILD)/%.o: src/%.c | $(BUILD)
+$(BUILD)/%.o: src/%.c Makefile | $(BUILD)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/test-%: tests/unit/test-%.c $(core_objs) | $(BUILD)

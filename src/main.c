@@ -259,6 +259,27 @@ static char *check_class_wakeup_dir(const char *path, const char *mountpoint)
 	return real;
 }
 
+/* --state-file=PATH must be somewhere we can write, outside our own mount
+ * (reading or writing it would wait for ourselves), and a regular file if
+ * it exists (a FIFO would block the start). */
+static void check_state_file(const char *path, const char *mountpoint)
+{
+	g_autofree char *dir = g_path_get_dirname(path);
+	g_autofree char *real_dir = realpath(dir, NULL);
+	struct stat st;
+
+	if (!real_dir)
+		usage_error("--state-file: %s: %s", dir, g_strerror(errno));
+	if (path_within(real_dir, mountpoint))
+		usage_error("--state-file: %s is inside the mount point %s",
+			    path, mountpoint);
+	if (access(real_dir, W_OK | X_OK) < 0)
+		usage_error("--state-file: cannot write in %s: %s", dir,
+			    g_strerror(errno));
+	if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+		usage_error("--state-file: %s is not a regular file", path);
+}
+
 /* --owner=UID:GID, numeric: the ids as the host sees them (a container's
  * root is an ordinary uid on the host). */
 static void parse_owner(const char *text, uid_t *uid, gid_t *gid)
@@ -396,6 +417,8 @@ int main(int argc, char **argv)
 	if (opt.class_wakeup)
 		class_wakeup_dir = check_class_wakeup_dir(opt.class_wakeup,
 							  mountpoint);
+	if (opt.state_file)
+		check_state_file(opt.state_file, mountpoint);
 	mount_options = opt.mount_options ?
 				g_strjoinv(",", opt.mount_options) : NULL;
 
@@ -470,5 +493,6 @@ int main(int argc, char **argv)
 	g_free(opt.state_file);
 	g_free(opt.owner);
 	g_message("exiting");
+	pf_log_flush();
 	return 0;
 }

@@ -131,7 +131,7 @@ class Powerfs:
             with open(self.logpath, "rb") as f:
                 return f.read().decode(errors="replace")
         except OSError:
-            return ""
+            return getattr(self, "final_log", "")
 
     def force_cleanup(self):
         subprocess.run([FUSERMOUNT, "-uz", self.mnt], stdout=subprocess.DEVNULL,
@@ -179,7 +179,7 @@ class Powerfs:
                                         "after fusermount3 -u")
         if problems:
             self.force_cleanup()
-        log = self.log()
+        log = self.final_log = self.log()
         bad = [line for line in log.splitlines()
                if any(p in line for p in BAD_LOG_PATTERNS)]
         if bad:

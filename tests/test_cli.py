@@ -268,3 +268,56 @@ def open_ok(mnt):
             return f.read() == b"freeze mem disk\n"
     except OSError:
         return False
+
+
+@pytest.mark.parametrize("where", ["missing-dir", "inside-mount", "fifo",
+                                   "dir"])
+def test_unusable_state_file_is_refused_at_start(tmpdir_, where):
+    """A state file that could never be written, or whose use would
+    deadlock the start (inside the mount, a FIFO), is an error at start:
+    exit 2 and one line, no mount."""
+    mnt = os.path.join(tmpdir_, "mnt")
+    os.mkdir(mnt)
+    path = {"missing-dir": os.path.join(tmpdir_, "no-such-dir", "state"),
+            "inside-mount": os.path.join(mnt, "state"),
+            "fifo": os.path.join(tmpdir_, "fifo"),
+            "dir": tmpdir_}[where]
+    if where == "fifo":
+        os.mkfifo(path)
+    r = run("-f", f"--state-file={path}", mnt, timeout=10)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert one_line(r.stderr), r.stderr
+    assert r.stderr.startswith(b"powerfs: --state-file: "), r.stderr
+    assert not os.path.ismount(mnt)
+
+
+def test_repeated_log_lines_are_limited(mount):
+    """Autosleep with a writer churning locks made two lines per cycle,
+    about 1,500 lines/s.  Each call site now logs a burst, then one line
+    per 10 s, and says how many it dropped."""
+    p = mount("--simulate-sleep-ms=10")
+    assert p.write("autosleep", b"mem") == 3
+    fd_l = os.open(p.path("wake_lock"), os.O_WRONLY)
+    fd_u = os.open(p.path("wake_unlock"), os.O_WRONLY)
+    try:
+        t0 = time.monotonic()
+        pairs = 0
+        while time.monotonic() - t0 < 3:
+            os.write(fd_l, b"churn")
+            os.write(fd_u, b"churn")
+            pairs += 1
+            time.sleep(0.001)
+    finally:
+        os.close(fd_l)
+        os.close(fd_u)
+    assert p.write("autosleep", b"off") == 3
+    attempts = p.stat("success") + p.stat("fail")
+    p.stop()                    # at exit it says what it did not log
+    p.stop = lambda: None
+    lines = [l for l in p.log().splitlines() if "suspend" in l or
+             "resumed" in l]
+    assert attempts > 100, attempts
+    # Three call sites (suspending, resumed, aborted), each: a burst of 10,
+    # a line per 10 s, and what it dropped, said at exit.
+    assert len(lines) <= 3 * 12, len(lines)
+    assert any("more like it, not logged" in l for l in lines), lines
