@@ -198,7 +198,7 @@ static void on_prepare_for_sleep(GDBusConnection *bus, const char *sender,
 		g_debug("logind: PrepareForSleep(false)");
 		take_delay_inhibitor(li);
 		if (li->base.listener)
-			li->base.listener->resumed(li->base.listener->data);
+			li->base.listener->resumed(0, li->base.listener->data);
 		if (li->sleep_began)
 			finish(li, 0);
 	}

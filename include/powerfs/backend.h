@@ -33,8 +33,9 @@ struct backend;
 struct backend_listener {
 	/* The system is about to sleep. */
 	void (*sleeping)(gpointer data);
-	/* It resumed. */
-	void (*resumed)(gpointer data);
+	/* It resumed (0), or the sleep failed (negative errno, at the
+	 * backend's failed_step). */
+	void (*resumed)(int error, gpointer data);
 	gpointer data;
 };
 
@@ -53,6 +54,11 @@ struct backend_ops {
 struct backend {
 	const struct backend_ops *ops;
 	const struct backend_listener *listener;	/* set by the core */
+	/* Where a failed sleep failed, as the kernel names its steps
+	 * ("freeze", "suspend_noirq", ...), set before reporting an error to
+	 * done() or resumed(); NULL means "suspend".  Valid during that call
+	 * only: the core keeps its own copy. */
+	const char *failed_step;
 };
 
 /* Pretends to sleep for sleep_ms (a wake() ends it early). */
