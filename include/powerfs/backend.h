@@ -70,9 +70,12 @@ struct backend *backend_simulate_new(struct pf_clock *clock, guint sleep_ms,
 struct backend *backend_sysfs_new(const char *dir, GError **error);
 
 /* Suspends through systemd-logind on the system bus (DBUS_SYSTEM_BUS_ADDRESS
- * applies).  NULL and error if logind cannot be reached. */
+ * applies).  The host kernel's suspend statistics, read from stats_dir
+ * (/sys/power/suspend_stats) around each sleep when readable, tell whether
+ * the sleep succeeded.  NULL and error if logind cannot be reached. */
 struct backend *backend_logind_new(struct pf_clock *clock,
-				   guint suspend_timeout_s, GError **error);
+				   guint suspend_timeout_s,
+				   const char *stats_dir, GError **error);
 /* Hold a logind block inhibitor for sleep ("powerfs: held by WHY") while why
  * is not NULL (--inhibit-sleep). */
 void backend_logind_block_sleep(struct backend *be, const char *why);
