@@ -42,6 +42,7 @@ static struct {
 	gboolean no_capability_check;
 	gint suspend_timeout;
 	gboolean inhibit_sleep;
+	gchar *host_suspend_stats;
 	gchar *class_wakeup;
 	gchar *state_file;
 	gchar *owner;
@@ -68,6 +69,10 @@ static const GOptionEntry entries[] = {
 	{ "inhibit-sleep", 0, 0, G_OPTION_ARG_NONE, &opt.inhibit_sleep,
 	  "logind: hold a block inhibitor while any wakeup source is active",
 	  NULL },
+	{ "host-suspend-stats", 0, 0, G_OPTION_ARG_FILENAME,
+	  &opt.host_suspend_stats,
+	  "logind: read the host kernel's suspend statistics from DIR "
+	  "(default /sys/power/suspend_stats)", "DIR" },
 	{ "simulate-sleep-ms", 0, 0, G_OPTION_ARG_INT, &opt.simulate_sleep_ms,
 	  "Length of a simulated suspend; a wakeup event ends it early "
 	  "(default 1000)", "N" },
@@ -160,6 +165,8 @@ static struct backend *make_backend(struct pf_clock *clock,
 
 	if (opt.inhibit_sleep && strcmp(name, "logind"))
 		usage_error("--inhibit-sleep needs --backend=logind");
+	if (opt.host_suspend_stats && strcmp(name, "logind"))
+		usage_error("--host-suspend-stats needs --backend=logind");
 	if (g_str_has_prefix(name, "sysfs:")) {
 		const char *dir = name + strlen("sysfs:");
 		g_autofree char *real = realpath(dir, NULL);
@@ -178,7 +185,10 @@ static struct backend *make_backend(struct pf_clock *clock,
 	}
 	if (!strcmp(name, "logind")) {
 		struct backend *be = backend_logind_new(
-			clock, opt.suspend_timeout, &error);
+			clock, opt.suspend_timeout,
+			opt.host_suspend_stats ? opt.host_suspend_stats :
+						 "/sys/power/suspend_stats",
+			&error);
 
 		if (!be)
 			fail(1, "%s", error->message);
@@ -489,6 +499,7 @@ int main(int argc, char **argv)
 	g_strfreev(opt.args);
 	g_free(opt.backend);
 	g_free(opt.class_wakeup);
+	g_free(opt.host_suspend_stats);
 	g_free(opt.simulate_states);
 	g_free(opt.state_file);
 	g_free(opt.owner);

@@ -47,6 +47,48 @@ const char *pm_state_label(enum pm_state state)
 						       NULL;
 }
 
+/* The kernel's suspend steps (suspend_stat_step), in the order of the
+ * failed_* counters. */
+static const char *const steps[] = {
+	"freeze", "prepare", "suspend", "suspend_late", "suspend_noirq",
+	"resume_noirq", "resume_early", "resume",
+};
+
+static int *step_counter(struct suspend_stats *st, gsize step)
+{
+	int *counters[G_N_ELEMENTS(steps)] = {
+		&st->failed_freeze, &st->failed_prepare, &st->failed_suspend,
+		&st->failed_suspend_late, &st->failed_suspend_noirq,
+		&st->failed_resume_noirq, &st->failed_resume_early,
+		&st->failed_resume,
+	};
+
+	return counters[step];
+}
+
+/* The step's index in steps[], or -1 if unknown. */
+static gssize find_step(const char *name)
+{
+	for (gsize i = 0; i < G_N_ELEMENTS(steps); i++)
+		if (!g_strcmp0(name, steps[i]))
+			return i;
+	return -1;
+}
+
+/* A failure at step (NULL, or one we do not know: "suspend") counts in that
+ * step's counter, as the kernel counts it. */
+static void record_failure(struct suspend *s, int error, const char *step)
+{
+	gssize i = find_step(step);
+
+	if (i < 0)
+		i = find_step("suspend");
+	(*step_counter(&s->stats, i))++;
+	s->stats.fail++;
+	s->stats.last_failed_errno = error;
+	s->stats.last_failed_step = steps[i];
+}
+
 static void system_sleeping(gpointer data)
 {
 	struct suspend *s = data;
@@ -65,17 +107,23 @@ static void system_sleeping(gpointer data)
 		s->sleep_hook(s->sleep_hook_data);
 }
 
-static void system_resumed(gpointer data)
+static void system_resumed(int error, gpointer data)
 {
 	struct suspend *s = data;
 
 	/* Our own suspends are counted when the backend answers. */
-	if (s->external_sleep) {
-		s->external_sleep = FALSE;
+	if (!s->external_sleep)
+		return;
+	s->external_sleep = FALSE;
+	if (error) {
+		record_failure(s, error, s->backend->failed_step);
+		g_message("the system failed to sleep (%s): %s",
+			  s->stats.last_failed_step, g_strerror(-error));
+	} else {
 		s->stats.success++;
-		wakeup_notify_changed(s->engine);
 		g_message("the system resumed");
 	}
+	wakeup_notify_changed(s->engine);
 }
 
 void suspend_when_sleeping(struct suspend *s, wakeup_func func,
@@ -179,13 +227,6 @@ void suspend_unlock(struct suspend *s)
 	g_free(w);
 }
 
-static void record_failure(struct suspend *s, int error, const char *step)
-{
-	s->stats.fail++;
-	s->stats.last_failed_errno = error;
-	s->stats.last_failed_step = step;
-}
-
 static void on_wakeup_event(gpointer data)
 {
 	struct suspend *s = data;
@@ -205,10 +246,10 @@ static void attempt_finished(struct suspend *s, int error)
 	wakeup_set_event_hook(s->engine, NULL, NULL);
 	wakeup_end_handshake(s->engine);
 	if (error) {
-		s->stats.failed_suspend++;
-		record_failure(s, error, "suspend");
-		g_message("suspend to %s failed: %s",
-			  pm_state_label(s->state), g_strerror(-error));
+		record_failure(s, error, s->backend->failed_step);
+		g_message("suspend to %s failed (%s): %s",
+			  pm_state_label(s->state), s->stats.last_failed_step,
+			  g_strerror(-error));
 	} else {
 		s->stats.success++;
 		g_message("resumed from %s", pm_state_label(s->state));
@@ -237,7 +278,6 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 	 * wakeup_count, do not sleep (it would be lost). */
 	if (wakeup_pending(s->engine)) {
 		wakeup_end_handshake(s->engine);
-		s->stats.failed_freeze++;
 		record_failure(s, -EBUSY, "freeze");
 		wakeup_notify_changed(s->engine);
 		g_message("suspend to %s aborted: wakeup event pending",
@@ -251,6 +291,7 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 	s->done = done;
 	s->done_data = data;
 	wakeup_set_event_hook(s->engine, on_wakeup_event, s);
+	s->backend->failed_step = NULL;	/* no step left from before */
 	ret = s->backend->ops->suspend(s->backend, state, on_resumed, s);
 	if (ret != PF_PENDING) {
 		/* The backend failed before sleeping. */
@@ -292,14 +333,10 @@ const struct suspend_stats *suspend_get_stats(const struct suspend *s)
 
 void suspend_load_stats(struct suspend *s, const struct suspend_stats *stats)
 {
-	static const char *const steps[] = { "freeze", "suspend" };
-	const char *step = "";
+	gssize i = find_step(stats->last_failed_step);
 
 	/* The step names are static strings: keep pointing at ours. */
-	for (gsize i = 0; i < G_N_ELEMENTS(steps); i++)
-		if (!g_strcmp0(stats->last_failed_step, steps[i]))
-			step = steps[i];
 	s->stats = *stats;
 	s->stats.last_failed_dev = "";
-	s->stats.last_failed_step = step;
+	s->stats.last_failed_step = i < 0 ? "" : steps[i];
 }

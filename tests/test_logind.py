@@ -55,9 +55,9 @@ class Logind:
         self.mock = None
         self.conn = dbus.bus.BusConnection(self.address)
 
-    def start_mock(self):
+    def start_mock(self, template="logind"):
         args = ["/usr/bin/python3", "-m", "dbusmock", "--system",
-                "--template", "logind"]
+                "--template", template]
         if self.params:
             args += ["-p", json.dumps(self.params)]
         env = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=self.address)
@@ -100,11 +100,21 @@ class Logind:
     def powerfs_inhibitors(self):
         return [i for i in self.inhibitors() if i[1] == "powerfs"]
 
-    def fail_method(self, method, error_name, message):
+    def fail_method(self, method, error_name, message, in_sig="b"):
         self.obj.AddMethod(
-            MANAGER, method, "b", "",
+            MANAGER, method, in_sig, "",
             f"raise dbus.exceptions.DBusException({message!r}, "
             f"name={error_name!r})", dbus_interface=MOCK_IFACE)
+
+    def add_method(self, method, in_sig, out_sig="", code=""):
+        self.obj.AddMethod(MANAGER, method, in_sig, out_sig, code,
+                           dbus_interface=MOCK_IFACE)
+
+    def blocks(self):
+        return [i for i in self.powerfs_inhibitors() if i[3] == "block"]
+
+    def inhibit_calls(self, mode):
+        return [c for c in self.calls("Inhibit") if c[3] == mode]
 
 
 @pytest.fixture
@@ -317,3 +327,350 @@ def test_inhibit_sleep_refused_with_sysfs(tmp_path):
                        capture_output=True, text=True, timeout=10)
     assert r.returncode == 2
     assert "--inhibit-sleep needs --backend=logind" in r.stderr
+
+
+# --- a slow logind never stalls the file system ----------------------------
+
+# Python for a mock method: mark the call's start and end in files the test
+# watches, and stay away for `seconds` in between (dbusmock answers nothing
+# else meanwhile, like a logind stuck on polkit).
+SLOW_CODE = ("open({entered!r}, 'w').close(); time.sleep({seconds}); "
+             "open({left!r}, 'w').close(); {answer}")
+SLOW_SECONDS = 3
+MAX_LATENCY = 0.5   # seconds; on a stalled main loop it is SLOW_SECONDS
+
+
+def slow_code(tmpdir, answer):
+    entered = os.path.join(tmpdir, "entered")
+    left = os.path.join(tmpdir, "left")
+    code = SLOW_CODE.format(entered=entered, left=left,
+                            seconds=SLOW_SECONDS, answer=answer)
+    return code, entered, left
+
+
+def worst_write_latency(pfs, entered, left):
+    """Lock and unlock without pause while the mock sits in its slow
+    method; returns the worst write latency and the number of pairs."""
+    assert wait_until(lambda: os.path.exists(entered), 10)
+    worst, pairs = 0.0, 0
+    deadline = time.monotonic() + 4 * SLOW_SECONDS
+    while not os.path.exists(left) and time.monotonic() < deadline:
+        for name in ("wake_lock", "wake_unlock"):
+            t0 = time.monotonic()
+            assert pfs.write(name, b"busy") == 4
+            worst = max(worst, time.monotonic() - t0)
+        pairs += 1
+    assert os.path.exists(left)
+    print(f"worst write latency {worst * 1000:.1f} ms over {pairs} pairs")
+    return worst, pairs
+
+
+def test_slow_inhibit_does_not_stall_requests(logind, mount):
+    pfs = mount("--backend=logind")
+    assert wait_until(lambda: logind.powerfs_inhibitors())
+    code, entered, left = slow_code(
+        logind.tmpdir, "ret = os.open('/dev/null', os.O_RDONLY)")
+    logind.add_method("Inhibit", "ssss", "h", code)
+    # After resume powerfs takes its delay inhibitor again.
+    logind.prepare_for_sleep(True)
+    logind.prepare_for_sleep(False)
+    worst, pairs = worst_write_latency(pfs, entered, left)
+    assert worst < MAX_LATENCY and pairs > 10
+
+
+SLOW_TEMPLATE = """
+import time
+from dbusmock.templates.logind import *  # noqa: F401,F403
+from dbusmock.templates import logind as _logind
+
+
+def load(mock, parameters):
+    _logind.load(mock, parameters)
+    mock.AddMethod(MAIN_IFACE, "CanSuspend", "", "s", {code!r})
+"""
+
+
+def test_slow_can_suspend_on_return_does_not_stall_requests(logind, mount):
+    pfs = mount("--backend=logind")
+    logind.stop_mock()
+    assert wait_until(lambda: "logind left the bus" in pfs.log())
+    code, entered, left = slow_code(logind.tmpdir, "ret = 'no'")
+    template = os.path.join(logind.tmpdir, "slow_logind.py")
+    with open(template, "w") as f:
+        f.write(SLOW_TEMPLATE.format(code=code))
+    logind.start_mock(template)
+    worst, pairs = worst_write_latency(pfs, entered, left)
+    assert worst < MAX_LATENCY and pairs > 10
+    assert wait_until(lambda: "logind is back" in pfs.log())
+    assert pfs.read("state") == b"disk\n"
+
+
+# --- SuspendWithFlags: other users' block inhibitors count -----------------
+
+@pytest.mark.parametrize("state,verb", [(b"mem", "Suspend"),
+                                        (b"disk", "Hibernate")])
+def test_sleep_checks_inhibitors_with_flags(logind, mount, state, verb):
+    logind.add_method(verb + "WithFlags", "t")
+    pfs = mount("--backend=logind")
+    w = Background(write_state, pfs, state)
+    assert wait_until(lambda: logind.calls(verb + "WithFlags"), 5)
+    # SD_LOGIND_ROOT_CHECK_INHIBITORS, and no plain call besides.
+    assert logind.calls(verb + "WithFlags") == [[1]]
+    assert logind.calls(verb) == []
+    logind.prepare_for_sleep(True)
+    assert w.wait(5) == len(state)
+    logind.prepare_for_sleep(False)
+    assert wait_until(lambda: stat(pfs, "success") == b"1\n")
+
+
+def test_block_inhibitor_of_another_user_fails_with_ebusy(logind, mount):
+    logind.fail_method("SuspendWithFlags",
+                       "org.freedesktop.login1.BlockedByInhibitorLock",
+                       "Operation denied due to active block inhibitor",
+                       in_sig="t")
+    pfs = mount("--backend=logind")
+    with raises_errno(errno.EBUSY):
+        write_state(pfs, b"mem")
+    assert logind.calls("Suspend") == []    # no way around the lock
+    assert stat(pfs, "fail") == b"1\n"
+    assert stat(pfs, "failed_suspend") == b"1\n"
+    assert stat(pfs, "last_failed_errno") == b"-16\n"
+    assert stat(pfs, "last_failed_step") == b"suspend\n"
+    assert "BlockedByInhibitorLock" in pfs.log()
+
+
+def test_logind_without_with_flags_gets_plain_calls(logind, mount):
+    """dbusmock, like systemd before 246, has no SuspendWithFlags: powerfs
+    falls back to Suspend(false), and remembers."""
+    pfs = mount("--backend=logind")
+    for n in (1, 2):
+        w = Background(write_state, pfs, b"mem")
+        assert wait_until(lambda: len(logind.calls("Suspend")) == n, 5)
+        logind.prepare_for_sleep(True)
+        assert w.wait(5) == 3
+        logind.prepare_for_sleep(False)
+        assert wait_until(
+            lambda: stat(pfs, "success") == f"{n}\n".encode())
+    assert logind.calls("Suspend") == [[False], [False]]
+    assert pfs.log().count("logind has no SuspendWithFlags") == 1
+
+
+# --- the block inhibitor follows the locks ---------------------------------
+
+# Inhibit(block) refused with OperationInProgress the first `n` times (as a
+# real logind does around a sleep), then the template's own Inhibit.
+FLAKY_INHIBIT = """
+self.refused = getattr(self, 'refused', 0)
+if args[3] == 'block' and self.refused < {n}:
+    self.refused += 1
+    raise dbus.exceptions.DBusException(
+        'The operation inhibition has been requested for is already running',
+        name='org.freedesktop.login1.OperationInProgress')
+import dbusmock.templates.logind as template
+ret = template.Inhibit(self, *args)
+"""
+
+
+def test_refused_block_inhibitor_is_retried(logind, mount):
+    pfs = mount("--backend=logind", "--inhibit-sleep")
+    assert wait_until(lambda: logind.powerfs_inhibitors())
+    logind.add_method("Inhibit", "ssss", "h", FLAKY_INHIBIT.format(n=3))
+    pfs.lock("radio")
+    assert wait_until(logind.blocks, 10)
+    assert logind.blocks() == [("sleep", "powerfs", "powerfs: held by radio",
+                                "block")]
+    assert len(logind.inhibit_calls("block")) == 4
+    log = pfs.log()
+    assert log.count("OperationInProgress") == 1    # once, not per retry
+    assert "holding the block inhibitor at last" in log
+    pfs.unlock("radio")
+    assert wait_until(lambda: not logind.blocks())
+
+
+def test_no_retry_once_no_lock_is_left(logind, mount):
+    pfs = mount("--backend=logind", "--inhibit-sleep")
+    assert wait_until(lambda: logind.powerfs_inhibitors())
+    logind.add_method("Inhibit", "ssss", "h", FLAKY_INHIBIT.format(n=10**6))
+    pfs.lock("radio")
+    # Refused at once, then after 0.1 and 0.2 s of back-off.
+    assert wait_until(lambda: len(logind.inhibit_calls("block")) >= 3, 10)
+    pfs.unlock("radio")
+    n = len(logind.inhibit_calls("block"))
+    # The next retry would be due 0.4 s after the last refusal.
+    time.sleep(1.5)
+    assert len(logind.inhibit_calls("block")) in (n, n + 1)
+    m = len(logind.inhibit_calls("block"))
+    time.sleep(1.5)
+    assert len(logind.inhibit_calls("block")) == m
+    assert logind.blocks() == []
+
+
+def test_lock_name_that_is_not_utf8(logind, mount, monkeypatch):
+    # A GLib-CRITICAL (invalid UTF-8 in a D-Bus string) aborts the server.
+    monkeypatch.setenv("G_DEBUG", "fatal-criticals")
+    pfs = mount("--backend=logind", "--inhibit-sleep")
+    pfs.lock(b"\xff\xferadio")
+    assert wait_until(logind.blocks, 5)
+    assert logind.blocks() == [("sleep", "powerfs",
+                                "powerfs: held by \ufffd\ufffdradio", "block")]
+    pfs.unlock(b"\xff\xferadio")
+    assert wait_until(lambda: not logind.blocks())
+    assert pfs.alive()
+
+
+# --- the host kernel's word on each sleep ----------------------------------
+
+class KernelStats:
+    """A stand-in for the host's /sys/power/suspend_stats, which the test
+    writes as the kernel would."""
+
+    def __init__(self, path):
+        self.path = path
+        os.mkdir(path)
+        self.write(success=0, fail=0, last_failed_errno=0,
+                   last_failed_step="")
+
+    def write(self, **values):
+        for name, value in values.items():
+            with open(os.path.join(self.path, name), "w") as f:
+                f.write(f"{value}\n")
+
+    def arg(self):
+        return f"--host-suspend-stats={self.path}"
+
+
+@pytest.fixture
+def kernel(tmp_path):
+    return KernelStats(str(tmp_path / "suspend_stats"))
+
+
+def sleep_with_kernel(logind, kernel, **after):
+    """Play one sleep of the host: the kernel's counters become `after`
+    between PrepareForSleep(true) and (false)."""
+    logind.prepare_for_sleep(True)
+    # powerfs reads the counters before it lets go of its delay inhibitor.
+    assert wait_until(lambda: not logind.powerfs_inhibitors())
+    kernel.write(**after)
+    logind.prepare_for_sleep(False)
+
+
+def own_sleep(logind, pfs, kernel, **after):
+    n = len(logind.calls("Suspend"))
+    w = Background(write_state, pfs, b"mem")
+    assert wait_until(lambda: len(logind.calls("Suspend")) > n, 5)
+    assert wait_until(lambda: logind.powerfs_inhibitors())
+    sleep_with_kernel(logind, kernel, **after)
+    assert w.wait(5) == 3    # answered when the sleep began
+
+
+def all_stats(pfs):
+    return {name: stat(pfs, name).decode().strip()
+            for name in conftest.STATS_FILES}
+
+
+def expected_stats(**changes):
+    st = {name: "0" for name in conftest.STATS_COUNTERS}
+    st.update(last_failed_errno="0", last_failed_dev="", last_failed_step="")
+    st.update({k: str(v) for k, v in changes.items()})
+    return st
+
+
+@pytest.mark.parametrize("own", [True, False], ids=["own", "foreign"])
+def test_sleep_the_kernel_failed_is_a_failure(logind, mount, kernel, own):
+    pfs = mount("--backend=logind", kernel.arg())
+    assert wait_until(lambda: logind.powerfs_inhibitors())
+    after = dict(fail=1, last_failed_errno=-11,
+                 last_failed_step="suspend_noirq")
+    if own:
+        own_sleep(logind, pfs, kernel, **after)
+    else:
+        sleep_with_kernel(logind, kernel, **after)
+    assert wait_until(lambda: stat(pfs, "fail") == b"1\n")
+    assert all_stats(pfs) == expected_stats(
+        fail=1, failed_suspend_noirq=1, last_failed_errno=-11,
+        last_failed_step="suspend_noirq")
+    assert "(suspend_noirq): Resource temporarily unavailable" in pfs.log()
+
+
+@pytest.mark.parametrize("own", [True, False], ids=["own", "foreign"])
+def test_sleep_the_kernel_counted_is_a_success(logind, mount, kernel, own):
+    kernel.write(success=7, fail=2, last_failed_errno=-16,
+                 last_failed_step="freeze")
+    pfs = mount("--backend=logind", kernel.arg())
+    assert wait_until(lambda: logind.powerfs_inhibitors())
+    if own:
+        own_sleep(logind, pfs, kernel, success=8)
+    else:
+        sleep_with_kernel(logind, kernel, success=8)
+    assert wait_until(lambda: stat(pfs, "success") == b"1\n")
+    assert all_stats(pfs) == expected_stats(success=1)
+
+
+def test_kernel_failures_then_success(logind, mount, kernel):
+    """Each sleep is judged by what the kernel counted during it; a
+    failure at a step powerfs does not know counts as "suspend"."""
+    pfs = mount("--backend=logind", kernel.arg())
+    assert wait_until(lambda: logind.powerfs_inhibitors())
+    sleep_with_kernel(logind, kernel, fail=1, last_failed_errno=-16,
+                      last_failed_step="freeze")
+    assert wait_until(lambda: logind.powerfs_inhibitors())
+    own_sleep(logind, pfs, kernel, fail=2, last_failed_errno=-5,
+              last_failed_step="teleport")
+    assert wait_until(lambda: stat(pfs, "fail") == b"2\n")
+    assert wait_until(lambda: logind.powerfs_inhibitors())
+    own_sleep(logind, pfs, kernel, success=1)
+    assert wait_until(lambda: stat(pfs, "success") == b"1\n")
+    assert all_stats(pfs) == expected_stats(
+        success=1, fail=2, failed_freeze=1, failed_suspend=1,
+        last_failed_errno=-5, last_failed_step="suspend")
+
+
+def test_unreadable_kernel_stats_count_a_success(logind, mount, tmp_path):
+    missing = tmp_path / "no-such-dir"
+    pfs = mount("--backend=logind", f"--host-suspend-stats={missing}")
+    assert wait_until(lambda: logind.powerfs_inhibitors())
+    logind.prepare_for_sleep(True)
+    logind.prepare_for_sleep(False)
+    assert wait_until(lambda: stat(pfs, "success") == b"1\n")
+    assert stat(pfs, "fail") == b"0\n"
+    assert f"{missing} not readable" in pfs.log()
+
+
+def test_host_suspend_stats_needs_logind(tmp_path):
+    r = subprocess.run([conftest.POWERFS, "--host-suspend-stats=/tmp",
+                        str(tmp_path)], capture_output=True, text=True,
+                       timeout=10)
+    assert r.returncode == 2
+    assert "--host-suspend-stats needs --backend=logind" in r.stderr
+
+
+# Logind announcing the sleep and its end, then refusing the call anyway
+# (a failed StartUnit: systemd sends PrepareForSleep(false) before its
+# error reply).
+SLEEP_THEN_REFUSE = """
+self.EmitSignal('org.freedesktop.login1.Manager', 'PrepareForSleep', 'b',
+                [True])
+self.EmitSignal('org.freedesktop.login1.Manager', 'PrepareForSleep', 'b',
+                [False])
+raise dbus.exceptions.DBusException('refused after the signals',
+                                    name='org.freedesktop.DBus.Error.Failed')
+"""
+
+
+def test_refusal_after_prepare_for_sleep_is_counted_once(logind, mount):
+    logind.add_method("Suspend", "b", "", SLEEP_THEN_REFUSE)
+    logind.add_method("SuspendWithFlags", "t", "", SLEEP_THEN_REFUSE)
+    pfs = mount("--backend=logind")
+    assert write_state(pfs, b"mem") == 3
+    assert wait_until(lambda: "refused after the signals" in pfs.log())
+    assert wait_until(lambda: stat(pfs, "success") == b"1\n")
+    assert stat(pfs, "fail") == b"0\n"
+    # The attempt is over: the next one runs.
+    logind.add_method("SuspendWithFlags", "t")
+    w = Background(write_state, pfs, b"mem")
+    assert wait_until(lambda: logind.calls("SuspendWithFlags") == [[1]] * 2)
+    logind.prepare_for_sleep(True)
+    assert w.wait(5) == 3
+    logind.prepare_for_sleep(False)
+    assert wait_until(lambda: stat(pfs, "success") == b"2\n")
+    assert stat(pfs, "fail") == b"0\n"

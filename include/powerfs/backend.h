@@ -33,8 +33,9 @@ struct backend;
 struct backend_listener {
 	/* The system is about to sleep. */
 	void (*sleeping)(gpointer data);
-	/* It resumed. */
-	void (*resumed)(gpointer data);
+	/* It resumed (0), or the sleep failed (negative errno, at the
+	 * backend's failed_step). */
+	void (*resumed)(int error, gpointer data);
 	gpointer data;
 };
 
@@ -53,6 +54,11 @@ struct backend_ops {
 struct backend {
 	const struct backend_ops *ops;
 	const struct backend_listener *listener;	/* set by the core */
+	/* Where a failed sleep failed, as the kernel names its steps
+	 * ("freeze", "suspend_noirq", ...), set before reporting an error to
+	 * done() or resumed(); NULL means "suspend".  Valid during that call
+	 * only: the core keeps its own copy. */
+	const char *failed_step;
 };
 
 /* Pretends to sleep for sleep_ms (a wake() ends it early). */
@@ -64,9 +70,12 @@ struct backend *backend_simulate_new(struct pf_clock *clock, guint sleep_ms,
 struct backend *backend_sysfs_new(const char *dir, GError **error);
 
 /* Suspends through systemd-logind on the system bus (DBUS_SYSTEM_BUS_ADDRESS
- * applies).  NULL and error if logind cannot be reached. */
+ * applies).  The host kernel's suspend statistics, read from stats_dir
+ * (/sys/power/suspend_stats) around each sleep when readable, tell whether
+ * the sleep succeeded.  NULL and error if logind cannot be reached. */
 struct backend *backend_logind_new(struct pf_clock *clock,
-				   guint suspend_timeout_s, GError **error);
+				   guint suspend_timeout_s,
+				   const char *stats_dir, GError **error);
 /* Hold a logind block inhibitor for sleep ("powerfs: held by WHY") while why
  * is not NULL (--inhibit-sleep). */
 void backend_logind_block_sleep(struct backend *be, const char *why);

@@ -23,7 +23,7 @@ struct suspend_stats {
 		failed_resume_early, failed_resume_noirq;
 	int last_failed_errno;
 	const char *last_failed_dev;	/* always "" here */
-	const char *last_failed_step;	/* "", "freeze", "suspend" */
+	const char *last_failed_step;	/* "" or one of the kernel's steps */
 };
 
 struct suspend *suspend_new(struct wakeup_engine *engine,
