@@ -64,6 +64,7 @@ static void site_free(gpointer data)
 static GMutex sites_lock;
 static GHashTable *sites;	/* "file:line" -> struct site */
 static GLogWriterFunc next_writer;
+static gboolean writer_set;
 
 static const char *field(const GLogField *fields, gsize n, const char *key)
 {
@@ -154,7 +155,12 @@ void pf_log_setup(gboolean debug, gboolean to_syslog)
 		openlog("powerfs", LOG_PID, LOG_DAEMON);
 		next_writer = write_syslog;
 	}
-	g_log_set_writer_func(write_limited, NULL, NULL);
+	/* GLib takes a writer once per process; later calls only change
+	 * where the lines go (the daemon switches to syslog). */
+	if (!writer_set) {
+		g_log_set_writer_func(write_limited, NULL, NULL);
+		writer_set = TRUE;
+	}
 }
 
 void pf_log_flush(void)
