@@ -271,7 +271,9 @@ static char *check_class_wakeup_dir(const char *path, const char *mountpoint)
 
 /* --state-file=PATH must be somewhere we can write, outside our own mount
  * (reading or writing it would wait for ourselves), and a regular file if
- * it exists (a FIFO would block the start). */
+ * it exists (a FIFO would block the start).  A symbolic link is replaced at
+ * the first save, never written through, but read at start: it too must
+ * lead to a regular file, or nowhere. */
 static void check_state_file(const char *path, const char *mountpoint)
 {
 	g_autofree char *dir = g_path_get_dirname(path);
@@ -286,7 +288,9 @@ static void check_state_file(const char *path, const char *mountpoint)
 	if (access(real_dir, W_OK | X_OK) < 0)
 		usage_error("--state-file: cannot write in %s: %s", dir,
 			    g_strerror(errno));
-	if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+	if ((lstat(path, &st) == 0 && !S_ISREG(st.st_mode) &&
+	     !S_ISLNK(st.st_mode)) ||
+	    (stat(path, &st) == 0 && !S_ISREG(st.st_mode)))
 		usage_error("--state-file: %s is not a regular file", path);
 }
 
