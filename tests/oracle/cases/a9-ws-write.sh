@@ -1,0 +1,28 @@
+# A9: opening wakeup_sources for writing (root, uid 1000), writes of 1 and 0 bytes.
+. ${LIB:-/lib.sh}
+note "A9 root"
+t "pfs seq $WS w wr:x wr: wr:x pos"
+t "pfs seq $WS rw wr:x wr: wr:x read:10 pos"
+t "pfs seq $WS w,append wr:x"
+t "pfs seq $WS r wr:x"
+note "O_TRUNC and truncate(1) by root"
+t "echo x > $WS"
+t "truncate -s 0 $WS; pfs st $WS"
+note "uid 1000 (no capabilities)"
+t "pfs as 1000 1000 - - pfs seq $WS w wr:x"
+t "pfs as 1000 1000 - - pfs seq $WS rw wr:x"
+t "pfs as 1000 1000 - - pfs seq $WS r read:5 wr:x"
+note "the directory holding wakeup_sources, then the same with that directory made 0755"
+t "pfs st \$(dirname $WS)"
+d=$(dirname $WS); m=$(stat -c %a $d); chmod 755 $d
+t "pfs as 1000 1000 - - pfs seq $WS w wr:x"
+t "pfs as 1000 1000 - - pfs seq $WS rw wr:x"
+t "pfs as 1000 1000 - - pfs seq $WS r read:5 wr:x"
+t "pfs as 1000 1000 - - sh -c 'echo x > $WS'"
+chmod $m $d
+note "for comparison, the same on a 0444 sysfs attribute (suspend_stats/success) and on wake_lock"
+t "pfs seq $P/suspend_stats/success w wr:x"
+t "pfs seq $P/suspend_stats/success r wr:x"
+t "pfs seq $P/wake_lock r wr:x"
+t "pfs seq $P/wake_lock w wr: wr:x wr:"
+t "pfs as 1000 1000 - - pfs seq $P/wake_lock w wr:x"
