@@ -393,10 +393,11 @@ static void wakeup_sources_skip_rows(struct power *pw, guint *row,
 	wakeup_skip_rows(pw->engine, row, skip);
 }
 
-/* A debugfs file's size is 0, and readers that go through the page cache
- * (sendfile, splice: busybox and toybox cat) would stop there.  Report a
- * size the content cannot exceed, with room for sources added after the
- * open. */
+/* A debugfs file's size is 0, and the kernel would not even ask us for a
+ * read through the page cache (sendfile, splice) of a file of size 0: they
+ * would return nothing, where debugfs fails them with EINVAL, and busybox
+ * and toybox cat fall back to read(2) then.  So report a size (the content
+ * cannot exceed it) and fail the page cache's reads. */
 static off_t wakeup_sources_size(struct power *pw)
 {
 	gsize bound = wakeup_stats_size_bound(pw->engine);
@@ -470,7 +471,7 @@ static const struct pf_attr attrs[] = {
 	  .store = wakeup_sources_store,
 	  .show_rows = wakeup_sources_show_rows,
 	  .skip_rows = wakeup_sources_skip_rows,
-	  .size_bound = wakeup_sources_size },
+	  .size_bound = wakeup_sources_size, .debugfs = TRUE },
 	[STATS_DIR] = { .name = "suspend_stats", .parent = ROOT,
 			.mode = S_IFDIR | 0755 },
 	STAT_FILE(success),

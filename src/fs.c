@@ -411,7 +411,9 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	gboolean pagecache = fi->lock_owner == 0;
 
 	(void)ino;
-	if (of->node->attr->show_rows)
+	if (pagecache && of->node->attr->debugfs)
+		fuse_reply_err(req, EINVAL);	/* debugfs cannot be spliced */
+	else if (of->node->attr->show_rows)
 		read_rows(req_fs(req), req, of, size, off, pagecache);
 	else if (pf_snapshot_continues(&of->snap, off))
 		reply_snapshot(req, of, size, off, pagecache);
@@ -507,6 +509,8 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 
 	(void)off;
 	(void)fi;
+	/* (The kernel answers an empty write itself, with 0: debugfs would
+	 * fail it with EINVAL.) */
 	if (size == 0) {
 		fuse_reply_write(req, 0);
 		return;
@@ -540,6 +544,24 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	fs->spare = p;
 	attrs_moved(fs, n);
 	reply_store(req, ret);
+}
+
+/* SEEK_DATA and SEEK_HOLE (SEEK_SET, SEEK_CUR and SEEK_END never reach a
+ * FUSE server): a sysfs attribute is one page of data, a debugfs seq_file
+ * has neither. */
+static void fs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		     struct fuse_file_info *fi)
+{
+	const struct node *n = node_get(req_fs(req), ino);
+
+	(void)fi;
+	if (n->attr->debugfs)
+		fuse_reply_err(req, EINVAL);
+	else if (off >= n->attr->size)
+		fuse_reply_err(req, ENXIO);
+	else
+		fuse_reply_lseek(req, whence == SEEK_DATA ? off :
+							   n->attr->size);
 }
 
 static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -607,6 +629,7 @@ static struct fuse_lowlevel_ops fs_ops = {
 	.release = fs_release,
 	.read = fs_read,
 	.write = fs_write,
+	.lseek = fs_lseek,
 	.readdir = fs_readdir,
 };
 

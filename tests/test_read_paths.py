@@ -29,8 +29,7 @@ CGROUP_V2 = next((d for d in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
                  None)
 
 FILES = ["state", "wake_lock", "wake_unlock", "wakeup_count", "autosleep",
-         "suspend_stats/success", "suspend_stats/last_failed_step",
-         "wakeup_sources"]
+         "suspend_stats/success", "suspend_stats/last_failed_step"]
 
 
 def read2(path):
@@ -147,9 +146,26 @@ def test_every_reader_gets_the_bytes_of_read(busy, name, how):
         busy.lock(b"a-rather-long-lock-name")
 
 
+SPLICERS = {k: v for k, v in READERS.items() if k != "readv"}
+
+
+@pytest.mark.parametrize("how", sorted(SPLICERS))
+def test_wakeup_sources_cannot_be_spliced(busy, how):
+    """A debugfs seq_file: sendfile and splice fail with EINVAL (kernel),
+    at any offset; readv reads it like read(2)."""
+    with raises_errno(errno.EINVAL):
+        SPLICERS[how](busy.path("wakeup_sources"))
+    busy.unlock(b"a-rather-long-lock-name")
+    want = read2(busy.path("wakeup_sources"))
+    assert readv_small(busy.path("wakeup_sources")) == want
+    busy.lock(b"a-rather-long-lock-name")
+
+
 @pytest.mark.skipif(not BUSYBOX, reason="busybox is not installed")
-@pytest.mark.parametrize("name", FILES)
+@pytest.mark.parametrize("name", FILES + ["wakeup_sources"])
 def test_busybox_cat_gets_the_bytes_of_read(busy, name):
+    """busybox cat tries sendfile(2) first and falls back to read(2) when it
+    fails (wakeup_sources, as on the kernel)."""
     still = name in ("wakeup_count", "wakeup_sources")
     if still:
         busy.unlock(b"a-rather-long-lock-name")
@@ -206,7 +222,8 @@ def test_sendfile_at_an_offset_is_a_pread(pfs, offset):
             os.close(f)
 
 
-def test_wakeup_sources_of_any_length_through_the_page_cache(mount):
+@pytest.mark.skipif(not BUSYBOX, reason="busybox is not installed")
+def test_busybox_cat_of_a_long_wakeup_sources(mount):
     p = mount("--wakelock-limit=0")
     names = [b"long-%04d-" % i + b"y" * 100 for i in range(400)]
     for n in names:
@@ -214,10 +231,28 @@ def test_wakeup_sources_of_any_length_through_the_page_cache(mount):
         p.unlock(n)
     want = read2(p.path("wakeup_sources"))
     assert len(want) > 50000
-    assert sendfile_all(p.path("wakeup_sources")) == want
-    assert splice_all(p.path("wakeup_sources")) == want
-    if BUSYBOX:
-        assert busybox_cat(p.path("wakeup_sources")) == want
+    assert busybox_cat(p.path("wakeup_sources")) == want
+
+
+@pytest.mark.parametrize("name,whence,off,want", [
+    ("state", os.SEEK_DATA, 0, 0), ("state", os.SEEK_DATA, 10, 10),
+    ("state", os.SEEK_HOLE, 0, 4096), ("state", os.SEEK_HOLE, 10, 4096),
+    ("state", os.SEEK_DATA, 5000, errno.ENXIO),
+    ("wakeup_sources", os.SEEK_DATA, 0, errno.EINVAL),
+    ("wakeup_sources", os.SEEK_HOLE, 0, errno.EINVAL),
+])
+def test_seek_data_and_hole(pfs, name, whence, off, want):
+    """A sysfs attribute is one page of data (kernel: SEEK_DATA returns the
+    offset, SEEK_HOLE 4096); a debugfs seq_file refuses both."""
+    fd = os.open(pfs.path(name), os.O_RDONLY)
+    try:
+        if want in (errno.ENXIO, errno.EINVAL):
+            with raises_errno(want):
+                os.lseek(fd, off, whence)
+        else:
+            assert os.lseek(fd, off, whence) == want
+    finally:
+        os.close(fd)
 
 
 def test_copy_file_range_out_of_the_mount_is_exdev(pfs):

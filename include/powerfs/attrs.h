@@ -46,6 +46,9 @@ struct pf_attr {
 	/* If set, st_size is this bound of the content's length rather than
 	 * size: reads through the page cache stop at st_size. */
 	off_t (*size_bound)(struct power *pw);
+	/* A debugfs file rather than a sysfs attribute: it cannot be spliced
+	 * (sendfile, splice: EINVAL) and has no SEEK_DATA or SEEK_HOLE. */
+	gboolean debugfs;
 };
 
 /* The writer of a store that returned PF_PENDING was interrupted: TRUE if
