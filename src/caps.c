@@ -28,6 +28,7 @@
  * behalf.  Writers not visible in powerfs's pid namespace arrive with pid
  * 0 and are judged by uid: 0 passes.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/nsfs.h>
@@ -63,6 +64,20 @@ static void find_own_namespace(void)
 	g_warning("/proc is not the proc of powerfs's pid namespace: writers "
 		  "of wake_lock and wake_unlock get EPERM (mount a proc for "
 		  "it, or use --no-capability-check)");
+}
+
+/* The kernel lets us read another task's namespaces only if we may ptrace
+ * it (PTRACE_MODE_READ): as root, with CAP_SYS_PTRACE. */
+static void warn_once_unreadable(const char *path)
+{
+	static gsize warned;
+
+	if (g_once_init_enter(&warned)) {
+		g_warning("%s: %s: writers that powerfs may not inspect get "
+			  "EPERM from wake_lock and wake_unlock (powerfs needs "
+			  "CAP_SYS_PTRACE)", path, g_strerror(errno));
+		g_once_init_leave(&warned, 1);
+	}
 }
 
 static gboolean owner_trusted(int ns, const GArray *trusted_owners)
@@ -139,8 +154,11 @@ gboolean pf_caller_capable(pid_t tid, uid_t uid, int cap,
 	 * has a single device: its inode number alone names a namespace. */
 	g_snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)tid);
 	n = readlink(path, link, sizeof(link) - 1);
-	if (n <= 0)
+	if (n <= 0) {
+		if (errno == EACCES || errno == EPERM)
+			warn_once_unreadable(path);
 		return FALSE;
+	}
 	link[n] = '\0';
 	if (!strcmp(link, own_link))
 		return TRUE;

@@ -892,6 +892,26 @@ def test_without_a_proc_of_its_pid_namespace_writers_get_eperm(
     p.unlock("outside")
 
 
+def test_without_cap_sys_ptrace_writers_get_eperm_and_the_log_says_why(
+        mount, tmp_path, monkeypatch):
+    """powerfs reads a writer's /proc/TID/ns/user, which the kernel allows
+    only to those who may ptrace the writer: started without
+    CAP_SYS_PTRACE, powerfs refuses root writers that hold more
+    capabilities than itself, and says so once in its log."""
+    wrapper = tmp_path / "noptrace-powerfs"
+    wrapper.write_text("#!/bin/sh\nexec setpriv --bounding-set -sys_ptrace "
+                       f"--inh-caps -sys_ptrace '{conftest.POWERFS}' "
+                       "\"$@\"\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(conftest, "POWERFS", str(wrapper))
+    p = mount()
+    for _ in range(2):
+        with raises_errno(errno.EPERM):
+            p.write("wake_lock", b"noptrace")
+    assert p.log().count("(powerfs needs CAP_SYS_PTRACE)") == 1
+    assert user_sources(p) == []
+
+
 # === Root, backends ==========================================================
 
 def test_sysfs_backend_refuses_its_own_mount_point(tmp_path):
