@@ -68,14 +68,14 @@ static void find_own_namespace(void)
 
 /* The kernel lets us read another task's namespaces only if we may ptrace
  * it (PTRACE_MODE_READ): as root, with CAP_SYS_PTRACE. */
-static void warn_once_unreadable(const char *path)
+static void warn_once_unreadable(const char *path, int err)
 {
 	static gsize warned;
 
 	if (g_once_init_enter(&warned)) {
 		g_warning("%s: %s: writers that powerfs may not inspect get "
 			  "EPERM from wake_lock and wake_unlock (powerfs needs "
-			  "CAP_SYS_PTRACE)", path, g_strerror(errno));
+			  "CAP_SYS_PTRACE)", path, g_strerror(err));
 		g_once_init_leave(&warned, 1);
 	}
 }
@@ -156,7 +156,7 @@ gboolean pf_caller_capable(pid_t tid, uid_t uid, int cap,
 	n = readlink(path, link, sizeof(link) - 1);
 	if (n <= 0) {
 		if (errno == EACCES || errno == EPERM)
-			warn_once_unreadable(path);
+			warn_once_unreadable(path, errno);
 		return FALSE;
 	}
 	link[n] = '\0';
