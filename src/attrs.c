@@ -91,7 +91,8 @@ static gboolean may_block_suspend(struct power *pw,
 				  const struct pf_caller *caller)
 {
 	return !pw->check_capability ||
-	       pf_caller_capable(caller->pid, caller->uid, CAP_BLOCK_SUSPEND);
+	       pf_caller_capable(caller->pid, caller->uid, CAP_BLOCK_SUSPEND,
+				 pw->trusted_userns_owners);
 }
 
 /* Stores that change the power state run under the transition lock. */

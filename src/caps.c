@@ -1,24 +1,138 @@
-/* caps.c - does the writer hold a capability?
+/* caps.c - does the writer hold a capability that counts?
  *
- * The kernel asks capable(CAP_BLOCK_SUSPEND) of the writing task.  powerfs
- * asks the kernel for that task's effective set with capget(2), one system
- * call, no /proc parsing.  The set is the one of the task's own user
- * namespace, so a container's privileged process qualifies (a documented
- * deviation: the kernel wants the capability in the initial namespace).
+ * The kernel asks capable(CAP_BLOCK_SUSPEND): the capability in the initial
+ * user namespace.  powerfs asks the kernel for the writing thread's
+ * effective set with capget(2), and that set belongs to the thread's own
+ * user namespace, where anyone who may run `unshare -Ur` holds every
+ * capability.  So the set counts only if that namespace is powerfs's own
+ * (the initial one, normally), or if it and every namespace between it and
+ * powerfs's were created by a trusted owner: root, or a uid named with
+ * --trust-userns-owner (a rootless container runtime).  A container that
+ * root started qualifies; a namespace that a user made does not.
+ *
+ * One concern, one file: the nsfs ioctls (NS_GET_OWNER_UID, NS_GET_PARENT)
+ * on /proc/TID/ns/user are how the namespaces are found.
+ *
+ * Which task is asked about.  The check runs while powerfs handles the
+ * write request, before it answers.  Every write reaches powerfs as a
+ * synchronous request of the writing thread (fuse-session.c turns off
+ * asynchronous direct I/O and the writeback cache), and once powerfs has
+ * read a request the kernel holds that thread until the answer, even
+ * through SIGKILL.  So tid names the writer for the whole check: it cannot
+ * exit and be reused, and its credentials and namespace cannot change (a
+ * thread changes only its own).  Not guaranteed: if the connection is
+ * aborted (umount -f, fusectl abort; root only) the writer is let go at
+ * once and the tid may name another task, but that write has already
+ * failed and powerfs's answer goes nowhere.  capget() reads the thread's
+ * own credentials, not credentials the kernel may be writing with on its
+ * behalf.  Writers not visible in powerfs's pid namespace arrive with pid
+ * 0 and are judged by uid: 0 passes.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/nsfs.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "powerfs/caps.h"
 
-gboolean pf_caller_capable(pid_t tid, uid_t uid, int cap)
+/* powerfs's own user namespace, as its /proc/self/ns/user link reads
+ * ("user:[INODE]") and as fstat sees it; empty link if /proc does not show
+ * powerfs's pid namespace, whose tids are then not found there. */
+static char own_link[64];
+static struct stat own_ns;
+
+static void find_own_namespace(void)
 {
+	char self[32], pid[32];
+	ssize_t n = readlink("/proc/self", self, sizeof(self) - 1);
+
+	if (n > 0)
+		self[n] = '\0';
+	g_snprintf(pid, sizeof(pid), "%d", (int)getpid());
+	if (n > 0 && !strcmp(self, pid) &&
+	    stat("/proc/self/ns/user", &own_ns) == 0) {
+		g_snprintf(own_link, sizeof(own_link), "user:[%lu]",
+			   (unsigned long)own_ns.st_ino);
+		return;
+	}
+	g_warning("/proc is not the proc of powerfs's pid namespace: writers "
+		  "of wake_lock and wake_unlock get EPERM (mount a proc for "
+		  "it, or use --no-capability-check)");
+}
+
+/* The kernel lets us read another task's namespaces only if we may ptrace
+ * it (PTRACE_MODE_READ): as root, with CAP_SYS_PTRACE. */
+static void warn_once_unreadable(const char *path, int err)
+{
+	static gsize warned;
+
+	if (g_once_init_enter(&warned)) {
+		g_warning("%s: %s: writers that powerfs may not inspect get "
+			  "EPERM from wake_lock and wake_unlock (powerfs needs "
+			  "CAP_SYS_PTRACE)", path, g_strerror(err));
+		g_once_init_leave(&warned, 1);
+	}
+}
+
+static gboolean owner_trusted(int ns, const GArray *trusted_owners)
+{
+	uid_t owner = (uid_t)-1;	/* valgrind knows no nsfs ioctl */
+
+	if (ioctl(ns, NS_GET_OWNER_UID, &owner) < 0)
+		return FALSE;
+	if (owner == 0)
+		return TRUE;
+	for (guint i = 0; trusted_owners && i < trusted_owners->len; i++)
+		if (g_array_index(trusted_owners, uid_t, i) == owner)
+			return TRUE;
+	return FALSE;
+}
+
+/* Walk up from the namespace open on ns (closed here) to powerfs's own:
+ * every one on the way must have a trusted owner.  NS_GET_PARENT fails
+ * (EPERM) above powerfs's namespace: a namespace that is not below ours
+ * never reaches it. */
+static gboolean namespace_trusted(int ns, const GArray *trusted_owners)
+{
+	for (;;) {
+		struct stat st;
+		int parent;
+
+		if (fstat(ns, &st) == 0 && st.st_dev == own_ns.st_dev &&
+		    st.st_ino == own_ns.st_ino) {
+			close(ns);
+			return TRUE;
+		}
+		if (!owner_trusted(ns, trusted_owners)) {
+			close(ns);
+			return FALSE;
+		}
+		parent = ioctl(ns, NS_GET_PARENT);
+		close(ns);
+		if (parent < 0)
+			return FALSE;
+		ns = parent;
+	}
+}
+
+gboolean pf_caller_capable(pid_t tid, uid_t uid, int cap,
+			   const GArray *trusted_owners)
+{
+	static gsize found;
 	struct __user_cap_header_struct hdr = {
 		.version = _LINUX_CAPABILITY_VERSION_3,
 		.pid = tid,
 	};
 	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+	char path[64], link[64];
+	ssize_t n;
+	int ns;
 
 	/* A writer outside our pid namespace has no pid we could ask about
 	 * (and capget(0) would describe ourselves): judge by its uid. */
@@ -26,5 +140,28 @@ gboolean pf_caller_capable(pid_t tid, uid_t uid, int cap)
 		return uid == 0;
 	if (syscall(SYS_capget, &hdr, data) < 0)
 		return FALSE;	/* gone already */
-	return (data[CAP_TO_INDEX(cap)].effective & CAP_TO_MASK(cap)) != 0;
+	if (!(data[CAP_TO_INDEX(cap)].effective & CAP_TO_MASK(cap)))
+		return FALSE;
+
+	if (g_once_init_enter(&found)) {
+		find_own_namespace();
+		g_once_init_leave(&found, 1);
+	}
+	if (!own_link[0])
+		return FALSE;
+	/* The common case, a writer in our own namespace, costs one
+	 * readlink (open, fstat and close cost three times as much).  nsfs
+	 * has a single device: its inode number alone names a namespace. */
+	g_snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)tid);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n <= 0) {
+		if (errno == EACCES || errno == EPERM)
+			warn_once_unreadable(path, errno);
+		return FALSE;
+	}
+	link[n] = '\0';
+	if (!strcmp(link, own_link))
+		return TRUE;
+	ns = open(path, O_RDONLY | O_CLOEXEC);
+	return ns >= 0 && namespace_trusted(ns, trusted_owners);
 }

@@ -40,6 +40,7 @@ static struct {
 	gint wakelock_limit;
 	gint wakelock_gc_seconds;
 	gboolean no_capability_check;
+	gchar **trust_userns_owner;
 	gint suspend_timeout;
 	gboolean inhibit_sleep;
 	gchar *host_suspend_stats;
@@ -89,6 +90,11 @@ static const GOptionEntry entries[] = {
 	  &opt.no_capability_check,
 	  "Let any writer the file modes allow use wake_lock and wake_unlock "
 	  "(no CAP_BLOCK_SUSPEND needed)", NULL },
+	{ "trust-userns-owner", 0, 0, G_OPTION_ARG_STRING_ARRAY,
+	  &opt.trust_userns_owner,
+	  "Also count CAP_BLOCK_SUSPEND held in user namespaces created by "
+	  "host uid UID, e.g. a rootless container runtime's (repeatable)",
+	  "UID" },
 	{ "class-wakeup", 0, 0, G_OPTION_ARG_FILENAME, &opt.class_wakeup,
 	  "Also serve /sys/class/wakeup-style statistics on DIR", "DIR" },
 	{ "owner", 0, 0, G_OPTION_ARG_STRING, &opt.owner,
@@ -106,6 +112,7 @@ static const GOptionEntry entries[] = {
 
 static uid_t owner_uid;
 static gid_t owner_gid;
+static GArray *trusted_userns_owners;	/* uid_t */
 
 /* Without -f: the pipe to the parent waiting for our verdict. */
 static int ready_fd = -1;
@@ -311,6 +318,25 @@ static void parse_owner(const char *text, uid_t *uid, gid_t *gid)
 	*gid = (gid_t)g;
 }
 
+/* --trust-userns-owner=UID, numeric, as the host sees it. */
+static GArray *parse_trusted_owners(gchar **uids)
+{
+	GArray *owners = g_array_new(FALSE, FALSE, sizeof(uid_t));
+
+	for (guint i = 0; uids[i]; i++) {
+		guint64 u;
+		uid_t uid;
+
+		if (!g_ascii_string_to_unsigned(uids[i], 10, 0,
+						G_MAXUINT32 - 1, &u, NULL))
+			usage_error("--trust-userns-owner wants a numeric "
+				    "UID, not \"%s\"", uids[i]);
+		uid = (uid_t)u;
+		g_array_append_val(owners, uid);
+	}
+	return owners;
+}
+
 static void parse_options(int *argc, char ***argv)
 {
 	g_autoptr(GOptionContext) ctx = g_option_context_new("MOUNTPOINT");
@@ -344,6 +370,13 @@ static void parse_options(int *argc, char ***argv)
 		usage_error("--wakelock-gc-seconds must be 0 or more");
 	if (opt.owner)
 		parse_owner(opt.owner, &owner_uid, &owner_gid);
+	if (opt.trust_userns_owner) {
+		if (opt.no_capability_check)
+			usage_error("--trust-userns-owner means nothing with "
+				    "--no-capability-check");
+		trusted_userns_owners =
+			parse_trusted_owners(opt.trust_userns_owner);
+	}
 }
 
 /* Fork; the parent waits for the child's verdict and exits with it.  This
@@ -447,6 +480,7 @@ int main(int argc, char **argv)
 		.wakelock_limit = opt.wakelock_limit,
 		.wakelock_gc_seconds = opt.wakelock_gc_seconds,
 		.check_capability = !opt.no_capability_check,
+		.trusted_userns_owners = trusted_userns_owners,
 	};
 	pw = power_new(clock, make_backend(clock, mountpoint), &popts);
 	if (opt.inhibit_sleep)
@@ -501,6 +535,9 @@ int main(int argc, char **argv)
 	power_free(pw);
 	g_strfreev(opt.mount_options);
 	g_strfreev(opt.args);
+	g_strfreev(opt.trust_userns_owner);
+	if (trusted_userns_owners)
+		g_array_unref(trusted_userns_owners);
 	g_free(opt.backend);
 	g_free(opt.class_wakeup);
 	g_free(opt.host_suspend_stats);

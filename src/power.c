@@ -14,6 +14,9 @@ struct power *power_new(struct pf_clock *clock, struct backend *backend,
 	pw->wakelocks = wakelocks_new(pw->engine, clock, opts->wakelock_limit,
 				      opts->wakelock_gc_seconds);
 	pw->check_capability = opts->check_capability;
+	if (opts->trusted_userns_owners)
+		pw->trusted_userns_owners =
+			g_array_ref(opts->trusted_userns_owners);
 	return pw;
 }
 
@@ -27,5 +30,7 @@ void power_free(struct power *pw)
 	wakeup_engine_free(pw->engine);
 	pw->backend->ops->free(pw->backend);
 	pf_clock_free(pw->clock);
+	if (pw->trusted_userns_owners)
+		g_array_unref(pw->trusted_userns_owners);
 	g_free(pw);
 }

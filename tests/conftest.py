@@ -401,17 +401,54 @@ def unshare_user_namespace():
 
 
 class ChildSetupError(Exception):
-    pass
+    """The child could not become who it should be (raised by run_in_child
+    instead of fn's result, so a test can skip)."""
+
+
+def unshare_as_root(fn, *args):
+    """For run_in_child: what `unshare -Ur` does, then fn(*args).  Makes a
+    user namespace (owned by our uid) and maps its root to our own uid and
+    gid, so fn runs as uid 0 there with every capability there.  Works
+    inside another user namespace too."""
+    uid, gid = os.getuid(), os.getgid()
+    # setresuid() made us non-dumpable, which hides /proc/self from us.
+    PR_SET_DUMPABLE = 4
+    try:
+        assert _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) == 0
+        unshare_user_namespace()
+        with open("/proc/self/setgroups", "w") as f:
+            f.write("deny")
+        with open("/proc/self/uid_map", "w") as f:
+            f.write(f"0 {uid} 1")
+        with open("/proc/self/gid_map", "w") as f:
+            f.write(f"0 {gid} 1")
+    except OSError as e:
+        # Not an OSError: an EPERM here must not pass for the write's.
+        raise ChildSetupError(f"unshare -Ur as uid {uid}: {e}") from None
+    assert (os.getuid(), os.getgid()) == (0, 0)
+    return fn(*args)
 
 
 def run_in_child(fn, *args, uid=None, gid=None, groups=None, drop_caps=(),
-                 new_userns=False, timeout=10.0):
+                 new_userns=False, parent_map=None, timeout=10.0):
     """Run fn(*args) in a forked child, optionally as another uid/gid with
     the given supplementary groups, or with capabilities dropped from the
-    effective set.  Returns fn's result; an OSError raised by fn is raised
-    again here with the same errno; other exceptions become AssertionError.
-    A child still running after timeout is killed (test failure)."""
+    effective set, or in a new user namespace (new_userns).  Returns fn's
+    result; an OSError raised by fn is raised again here with the same
+    errno; other exceptions become AssertionError.  A child still running
+    after timeout is killed (test failure).
+
+    parent_map="0 100000 65536" (implies new_userns): the namespace is
+    mapped as a container runtime started by root does it: this process
+    (the parent) writes the child's uid_map and gid_map, and the child then
+    becomes root of the namespace (uid and gid 0 there, no groups, every
+    capability there).  The namespace's owner is then the child's uid
+    before it unshared (root unless uid= is given)."""
     r, w = os.pipe()
+    if parent_map is not None:
+        new_userns = True
+        unshared_r, unshared_w = os.pipe()     # child -> parent
+        mapped_r, mapped_w = os.pipe()         # parent -> child
     pid = os.fork()
     if pid == 0:     # child
         try:
@@ -428,11 +465,21 @@ def run_in_child(fn, *args, uid=None, gid=None, groups=None, drop_caps=(),
                     assert not effective_caps() & (1 << cap)
                 if new_userns:
                     unshare_user_namespace()
+                if parent_map is not None:
+                    os.close(unshared_r)
+                    os.close(mapped_w)
+                    os.write(unshared_w, b"u")
+                    assert os.read(mapped_r, 1) == b"m", "parent gave up"
+                    os.setgroups([])
+                    os.setresgid(0, 0, 0)
+                    os.setresuid(0, 0, 0)
             except BaseException:   # noqa: B036
                 res = ("setup", traceback.format_exc())
             else:
                 try:
                     res = ("ok", fn(*args))
+                except ChildSetupError:
+                    res = ("setup", traceback.format_exc())
                 except OSError as e:
                     res = ("oserror", e.errno, str(e))
                 except BaseException:   # noqa: B036
@@ -446,6 +493,9 @@ def run_in_child(fn, *args, uid=None, gid=None, groups=None, drop_caps=(),
     chunks = []
     deadline = time.monotonic() + timeout
     try:
+        if parent_map is not None:
+            _write_maps(pid, parent_map, unshared_r, unshared_w, mapped_r,
+                        mapped_w, deadline)
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -474,6 +524,27 @@ def run_in_child(fn, *args, uid=None, gid=None, groups=None, drop_caps=(),
     if res[0] == "setup":
         raise ChildSetupError(res[1])
     raise AssertionError("child raised:\n" + res[1])
+
+
+def _write_maps(pid, ids, unshared_r, unshared_w, mapped_r, mapped_w,
+                deadline):
+    """run_in_child(parent_map=...): once the child has unshared, write its
+    uid_map and gid_map, then let it go on.  If the child fails before
+    (its end of the pipe closes), write nothing: its error follows."""
+    os.close(unshared_w)
+    os.close(mapped_r)
+    try:
+        ready, _, _ = select.select([unshared_r], [], [],
+                                    max(0.0, deadline - time.monotonic()))
+        if not ready or os.read(unshared_r, 1) != b"u":
+            return
+        for name in ("uid_map", "gid_map"):
+            with open(f"/proc/{pid}/{name}", "w") as f:
+                f.write(ids)
+        os.write(mapped_w, b"m")
+    finally:
+        os.close(unshared_r)
+        os.close(mapped_w)
 
 
 def open_write_close(path, data, flags=os.O_WRONLY):

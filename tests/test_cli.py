@@ -16,7 +16,8 @@ from conftest import (BAD_LOG_PATTERNS, FUSERMOUNT, POWERFS, REPO, Powerfs,
 
 OPTIONS = ["--foreground", "--debug", "-o", "--backend", "--simulate-sleep-ms",
            "--simulate-states", "--wakelock-limit", "--wakelock-gc-seconds",
-           "--no-capability-check", "--owner", "--version", "--help"]
+           "--no-capability-check", "--trust-userns-owner", "--owner",
+           "--version", "--help"]
 
 
 def run(*args, timeout=10):
@@ -73,6 +74,10 @@ def one_line(stderr):
     ["--wakelock-gc-seconds=x"], ["--simulate-sleep-ms=abc"],
     ["--simulate-states=sleepy"], ["--owner=root:root"], ["--owner=100000"],
     ["--owner=1:2:3"], ["--owner=-1:0"], ["--owner=4294967295:0"],
+    ["--trust-userns-owner=abc"], ["--trust-userns-owner=-1"],
+    ["--trust-userns-owner=1000", "--trust-userns-owner=1x"],
+    ["--trust-userns-owner=4294967295"], ["--trust-userns-owner="],
+    ["--no-capability-check", "--trust-userns-owner=1000"],
 ], ids=lambda a: " ".join(a))
 def test_bad_option(tmpdir_, args):
     mnt = os.path.join(tmpdir_, "mnt")

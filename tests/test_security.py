@@ -24,19 +24,22 @@ import pytest
 
 import conftest
 from conftest import (CAP_BLOCK_SUSPEND, PYTHON, Background, ChildSetupError,
-                      Reader, open_close, open_read_close, open_write_close,
-                      raises_errno, run_in_child, wait_until)
+                      Reader, effective_caps, open_close, open_read_close,
+                      open_write_close, raises_errno, run_in_child,
+                      unshare_as_root, wait_until)
 
 CAP_CHOWN = 0
 CAP_DAC_OVERRIDE = 1
 CAP_DAC_READ_SEARCH = 2
 CAP_FOWNER = 3
-PR_SET_DUMPABLE = 4
 
 USER = dict(uid=1000, gid=1000, groups=[])
 OTHER = dict(uid=2000, gid=2000, groups=[])
+NOBODY = dict(uid=65534, gid=65534, groups=[])
 # A container's root as the host sees it: an unprivileged kernel uid.
 CONTAINER_ROOT = dict(uid=100000, gid=100000, groups=[])
+# The ids that root maps into a container it starts (LXC's lxc.idmap).
+CT_MAP = "0 100000 65536"
 
 RW_FILES = ("state", "wakeup_count", "autosleep", "wake_lock", "wake_unlock")
 RO_FILES = tuple("suspend_stats/" + n for n in conftest.STATS_FILES)
@@ -49,34 +52,36 @@ def write_as(p, name, data, **who):
     return run_in_child(open_write_close, p.path(name), data, **who)
 
 
-def in_userns(fn, *args, **who):
-    """fn(*args) in a child that created a new user namespace (it holds
-    every capability there); skips if the kernel refuses namespaces."""
+def in_userns(fn, *args, **kw):
+    """run_in_child(fn, *args, **kw) for a child that makes a user
+    namespace (new_userns, parent_map, or fn is unshare_as_root); skips if
+    the kernel refuses namespaces."""
     try:
-        return run_in_child(fn, *args, new_userns=True, **who)
+        return run_in_child(fn, *args, **kw)
     except ChildSetupError as e:
         pytest.skip(f"cannot create a user namespace: {e}")
 
 
-def as_container_root(fn, *args):
-    """For in_userns(..., **CONTAINER_ROOT): map root of the new namespace
-    to the host uid 100000, as a container runtime does, then fn(*args) as
-    that root (uid 0 there, every capability there)."""
-    # setresuid() made us non-dumpable, which hides /proc/self from us.
-    libc = ctypes.CDLL(None, use_errno=True)
-    assert libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) == 0
-    with open("/proc/self/setgroups", "w") as f:
-        f.write("deny")
-    for name in ("uid_map", "gid_map"):
-        with open(f"/proc/self/{name}", "w") as f:
-            f.write("0 100000 1")
-    assert (os.getuid(), os.getgid()) == (0, 0)
+def ct_root(fn, *args):
+    """fn(*args) as the root of a container that root started (LXC): root
+    made the user namespace and wrote its map (host ids 100000..165535), so
+    fn runs as uid 0 there, host uid 100000, with every capability there."""
+    return in_userns(fn, *args, parent_map=CT_MAP)
+
+
+def as_uid(uid, fn, *args):
+    """For run_in_child: become uid (and gid uid, no groups), then fn."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
     return fn(*args)
 
 
-def ct_root(fn, *args):
-    """fn(*args) as a container's root (see as_container_root)."""
-    return in_userns(as_container_root, fn, *args, **CONTAINER_ROOT)
+def write_holding_cap(path, data):
+    """open_write_close, by a writer that holds CAP_BLOCK_SUSPEND in its own
+    namespace (so that an EPERM is powerfs's judgement of the namespace)."""
+    assert effective_caps() & (1 << CAP_BLOCK_SUSPEND), "no capability"
+    return open_write_close(path, data)
 
 
 def mode_owner(path):
@@ -671,9 +676,12 @@ def test_stuck_sysfs_backend_keeps_state_writers(mount, tmp_path):
 # === Containers and user namespaces ==========================================
 
 def test_container_root_can_lock_when_modes_allow(mount):
-    """Deviation: the capability is read from the writer's own user
-    namespace, so a container's root (an unprivileged uid on the host)
-    qualifies once the admin opened the file to it."""
+    """Deviation: the capability counts in the writer's own user namespace
+    when root made that namespace, so the root of a container that root
+    started (an unprivileged uid on the host) qualifies once the admin
+    opened the file to it; the same uid outside the namespace does not.
+    So does another thread of a container process (a tid that is not a
+    process id)."""
     p = mount("-o", "allow_other")
     with raises_errno(errno.EACCES):                # 0644: the modes first
         ct_root(open_write_close, p.path("wake_lock"), b"ct")
@@ -681,10 +689,20 @@ def test_container_root_can_lock_when_modes_allow(mount):
     os.chmod(p.path("wake_unlock"), 0o666)
     with raises_errno(errno.EPERM):
         write_as(p, "wake_lock", b"ct", **CONTAINER_ROOT)
-    assert ct_root(open_write_close, p.path("wake_lock"), b"ct") == 2
+    assert ct_root(write_holding_cap, p.path("wake_lock"), b"ct") == 2
     assert p.active() == [b"ct"]
-    assert ct_root(open_write_close, p.path("wake_unlock"), b"ct") == 2
+    assert ct_root(write_holding_cap, p.path("wake_unlock"), b"ct") == 2
     assert p.active() == []
+
+    def from_a_thread(path, data):
+        tids = []
+
+        def write():
+            tids.append(threading.get_native_id())
+            return write_holding_cap(path, data)
+        return Background(write).wait(5), tids != [os.getpid()]
+    assert ct_root(from_a_thread, p.path("wake_lock"), b"thr") == (3, True)
+    p.unlock("thr")
 
 
 def test_container_root_is_bound_by_the_modes(mount):
@@ -718,29 +736,82 @@ def test_no_capability_check_leaves_only_the_modes(mount):
     assert write_as(p, "wake_unlock", b"nocap", **USER) == 5
 
 
-def test_any_user_namespace_passes_the_capability_check(mount):
-    """Documented risk: creating a user namespace needs no privilege, and
-    gives its creator every capability there, so CAP_BLOCK_SUSPEND stops
-    only writers that cannot create one.  The file modes are the real
-    boundary."""
+def test_self_made_user_namespace_does_not_count(mount):
+    """Anyone may make a user namespace and hold every capability in it
+    (unshare -Ur).  A namespace that an ordinary user made does not count:
+    EPERM, as without it, for wake_lock and wake_unlock."""
     p = mount("-o", "allow_other")
     os.chmod(p.path("wake_lock"), 0o666)
+    os.chmod(p.path("wake_unlock"), 0o666)
+    for who in (NOBODY, USER):
+        for name in ("wake_lock", "wake_unlock"):
+            with raises_errno(errno.EPERM):
+                write_as(p, name, b"esc", **who)
+            with raises_errno(errno.EPERM):
+                in_userns(unshare_as_root, write_holding_cap, p.path(name),
+                          b"esc", **who)
+    assert user_sources(p) == []
+
+
+def test_nested_namespace_in_a_container_needs_trusted_owners(mount):
+    """A namespace counts only if it and every namespace above it (up to
+    powerfs's) were made by root or a trusted owner.  Inside a container
+    that root started: one made by an ordinary user of the container (host
+    uid 101000) never counts; one made by the container's root (host uid
+    100000) counts with --trust-userns-owner=100000 only."""
+    def by_ct_user(path, data):
+        return in_userns(as_uid, 1000, unshare_as_root, write_holding_cap,
+                         path, data, parent_map=CT_MAP)
+
+    def by_ct_root(path, data):
+        return in_userns(unshare_as_root, write_holding_cap, path, data,
+                         parent_map=CT_MAP)
+    p = mount("-o", "allow_other")
+    q = mount("-o", "allow_other", "--trust-userns-owner=100000")
+    for m in (p, q):
+        os.chmod(m.path("wake_lock"), 0o666)
+        with raises_errno(errno.EPERM):
+            by_ct_user(m.path("wake_lock"), b"nest")
     with raises_errno(errno.EPERM):
-        write_as(p, "wake_lock", b"esc", **USER)
-    assert in_userns(open_write_close, p.path("wake_lock"), b"esc",
-                     **USER) == 3
-    # Root that dropped the capability gets it back the same way.
+        by_ct_root(p.path("wake_lock"), b"nest")
+    assert user_sources(p) == []
+    assert by_ct_root(q.path("wake_lock"), b"nest") == 4
+    assert q.active() == [b"nest"]
+    q.unlock("nest")
+
+
+def test_trusted_owner_namespace_counts(mount):
+    """--trust-userns-owner=1000 (a rootless container runtime run by uid
+    1000): the namespaces uid 1000 makes count, and those made inside them
+    by their root; uid 1000 itself still needs the capability, and other
+    users' namespaces still do not count."""
+    p = mount("-o", "allow_other", "--trust-userns-owner=1000")
+    os.chmod(p.path("wake_lock"), 0o666)
     with raises_errno(errno.EPERM):
-        write_as(p, "wake_lock", b"esc2", drop_caps=[CAP_BLOCK_SUSPEND])
-    assert in_userns(open_write_close, p.path("wake_lock"), b"esc2",
-                     drop_caps=[CAP_BLOCK_SUSPEND]) == 4
-    assert p.active() == [b"esc", b"esc2"]
-    p.unlock("esc", "esc2")
-    # Such root keeps kernel uid 0: no allow_other or chmod needed.
-    q = mount()
-    assert in_userns(open_write_close, q.path("wake_lock"), b"esc3",
-                     drop_caps=[CAP_BLOCK_SUSPEND]) == 4
-    q.unlock("esc3")
+        write_as(p, "wake_lock", b"rl", **USER)
+    with raises_errno(errno.EPERM):
+        in_userns(unshare_as_root, write_holding_cap, p.path("wake_lock"),
+                  b"rl", **OTHER)
+    assert in_userns(unshare_as_root, write_holding_cap, p.path("wake_lock"),
+                     b"rl", **USER) == 2
+    assert in_userns(unshare_as_root, unshare_as_root, write_holding_cap,
+                     p.path("wake_lock"), b"rl2", **USER) == 3
+    assert p.active() == [b"rl", b"rl2"]
+    p.unlock("rl", "rl2")
+
+
+def test_root_regains_the_capability_in_a_namespace_it_makes(mount):
+    """Documented risk: root (uid 0) is a trusted owner, so root that lacks
+    CAP_BLOCK_SUSPEND gets it back by making a user namespace, where it
+    keeps kernel uid 0 (no allow_other or chmod needed).  The kernel would
+    refuse it."""
+    p = mount()
+    with raises_errno(errno.EPERM):
+        write_as(p, "wake_lock", b"esc", drop_caps=[CAP_BLOCK_SUSPEND])
+    assert in_userns(unshare_as_root, write_holding_cap, p.path("wake_lock"),
+                     b"esc", drop_caps=[CAP_BLOCK_SUSPEND]) == 3
+    assert p.active() == [b"esc"]
+    p.unlock("esc")
 
 
 def test_any_writer_can_unlock_any_lock(mount):
@@ -780,6 +851,68 @@ def test_writer_outside_powerfs_pid_namespace_judged_by_uid(mount, tmp_path,
     assert p.active() == [b"pid0"]
     assert 'write wake_lock "pid0" by pid 0 uid 0: ok' in p.log()
     p.unlock("pid0")
+
+
+def test_without_a_proc_of_its_pid_namespace_writers_get_eperm(
+        mount, tmp_path, monkeypatch):
+    """powerfs in a child pid namespace with the parent's /proc (unshare
+    --pid without --mount-proc): /proc/PID would show another task than the
+    writer, so the writers of powerfs's pid namespace get EPERM, root with
+    the capability included, and the log says why.  Writers outside it
+    (pid 0) are still judged by uid."""
+    wrapper = tmp_path / "pidns-powerfs"
+    wrapper.write_text("#!/bin/sh\nexec unshare --pid --fork --kill-child "
+                       f"'{conftest.POWERFS}' \"$@\"\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(conftest, "POWERFS", str(wrapper))
+    p = mount("-d")
+    with open(f"/proc/{p.proc.pid}/task/{p.proc.pid}/children") as f:
+        server = int(f.read().split()[0])
+
+    def in_its_pid_namespace(fn, *args):
+        CLONE_NEWPID = 0x20000000
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open(f"/proc/{server}/ns/pid", os.O_RDONLY)
+        assert libc.setns(fd, CLONE_NEWPID) == 0, os.strerror(
+            ctypes.get_errno())
+        return run_in_child(fn, *args)      # a child is born in it
+
+    def pid_and_write(path, data):
+        assert effective_caps() & (1 << CAP_BLOCK_SUSPEND)
+        pid = os.getpid()
+        try:
+            return pid, open_write_close(path, data)
+        except OSError as e:
+            return pid, errno.errorcode[e.errno]
+    pid, res = run_in_child(in_its_pid_namespace, pid_and_write,
+                            p.path("wake_lock"), b"inside")
+    assert res == "EPERM"
+    assert (f'write wake_lock "inside" by pid {pid} uid 0: '
+            "Operation not permitted") in p.log()
+    assert "/proc is not the proc of powerfs's pid namespace" in p.log()
+    assert write_as(p, "wake_lock", b"outside") == 7     # pid 0, uid 0
+    assert p.active() == [b"outside"]
+    p.unlock("outside")
+
+
+def test_without_cap_sys_ptrace_writers_get_eperm_and_the_log_says_why(
+        mount, tmp_path, monkeypatch):
+    """powerfs reads a writer's /proc/TID/ns/user, which the kernel allows
+    only to those who may ptrace the writer: started without
+    CAP_SYS_PTRACE, powerfs refuses root writers that hold more
+    capabilities than itself, and says so once in its log."""
+    wrapper = tmp_path / "noptrace-powerfs"
+    wrapper.write_text("#!/bin/sh\nexec setpriv --bounding-set -sys_ptrace "
+                       f"--inh-caps -sys_ptrace '{conftest.POWERFS}' "
+                       "\"$@\"\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(conftest, "POWERFS", str(wrapper))
+    p = mount()
+    for _ in range(2):
+        with raises_errno(errno.EPERM):
+            p.write("wake_lock", b"noptrace")
+    assert p.log().count("(powerfs needs CAP_SYS_PTRACE)") == 1
+    assert user_sources(p) == []
 
 
 # === Root, backends ==========================================================

@@ -5,8 +5,11 @@
 #include <sys/types.h>
 #include <glib.h>
 
-/* Is capability cap in the effective set of thread tid (in the writer's own
- * user namespace)?  tid 0 (not visible to us) falls back to uid == 0. */
-gboolean pf_caller_capable(pid_t tid, uid_t uid, int cap);
+/* Is capability cap in the effective set of thread tid, in a user namespace
+ * that counts: powerfs's own, or one below it whose creators, up to
+ * powerfs's namespace, were all root or in trusted_owners (uid_t, may be
+ * NULL)?  tid 0 (not visible to us) falls back to uid == 0.  See caps.c. */
+gboolean pf_caller_capable(pid_t tid, uid_t uid, int cap,
+			   const GArray *trusted_owners);
 
 #endif

@@ -21,12 +21,16 @@ struct power {
 	struct autosleep *autosleep;
 	/* Require CAP_BLOCK_SUSPEND of wake_lock/wake_unlock writers. */
 	gboolean check_capability;
+	/* uid_t: owners of user namespaces whose capabilities count besides
+	 * root (--trust-userns-owner), or NULL.  See caps.c. */
+	GArray *trusted_userns_owners;
 };
 
 struct power_options {
 	guint wakelock_limit;
 	guint wakelock_gc_seconds;
 	gboolean check_capability;
+	GArray *trusted_userns_owners;	/* referenced, may be NULL */
 };
 
 /* Takes ownership of clock and backend. */

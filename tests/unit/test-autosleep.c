@@ -22,7 +22,7 @@ static struct power *power_setup(void)
 {
 	struct pf_clock *clock = pf_clock_new_fake(T0);
 	struct backend *be;
-	struct power_options opts = { 100, 300, FALSE };
+	struct power_options opts = { 100, 300, FALSE, NULL };
 	struct power *pw;
 
 	be = backend_simulate_new(clock, SLEEP_MS,
@@ -678,7 +678,7 @@ static void test_backoff(void)
 {
 	struct pf_clock *clock = pf_clock_new_fake(T0);
 	struct flaky *f = g_new0(struct flaky, 1);
-	struct power_options opts = { 100, 300, FALSE };
+	struct power_options opts = { 100, 300, FALSE, NULL };
 	struct power *pw;
 	gint64 expect = 0, pause = MS(500);
 
