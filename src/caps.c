@@ -27,6 +27,15 @@
  * own credentials, not credentials the kernel may be writing with on its
  * behalf.  Writers not visible in powerfs's pid namespace arrive with pid
  * 0 and are judged by uid: 0 passes.
+ *
+ * The common answer, "this thread is in powerfs's own namespace", is kept
+ * for a second per tid: a lock and unlock pair costs two checks, and the
+ * readlink behind that answer is the most expensive part of a write.  The
+ * capability itself is read every time.  What the second allows: a thread
+ * that held the capability in our namespace and then made a namespace of
+ * its own still passes for up to a second (it passed a moment ago anyway);
+ * a tid cannot be reused that fast (the host's pid space would have to wrap
+ * in a second).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -121,6 +130,39 @@ static gboolean namespace_trusted(int ns, const GArray *trusted_owners)
 	}
 }
 
+#define OWN_NS_CACHE_US G_USEC_PER_SEC
+#define OWN_NS_CACHE_MAX 1024
+
+/* tid -> until when it is known to be in our namespace (monotonic us). */
+static GHashTable *own_ns_until;
+
+static gboolean known_in_own_namespace(pid_t tid, gint64 now)
+{
+	gpointer value;
+	gint64 until;
+
+	if (!own_ns_until ||
+	    !g_hash_table_lookup_extended(own_ns_until, GINT_TO_POINTER(tid),
+					  NULL, &value))
+		return FALSE;
+	memcpy(&until, &value, sizeof(until));
+	return now < until;
+}
+
+static void remember_own_namespace(pid_t tid, gint64 now)
+{
+	gint64 until = now + OWN_NS_CACHE_US;
+	gpointer value;
+
+	G_STATIC_ASSERT(sizeof(gpointer) >= sizeof(gint64));
+	if (!own_ns_until)
+		own_ns_until = g_hash_table_new(g_direct_hash, g_direct_equal);
+	if (g_hash_table_size(own_ns_until) >= OWN_NS_CACHE_MAX)
+		g_hash_table_remove_all(own_ns_until);
+	memcpy(&value, &until, sizeof(until));
+	g_hash_table_insert(own_ns_until, GINT_TO_POINTER(tid), value);
+}
+
 gboolean pf_caller_capable(pid_t tid, uid_t uid, int cap,
 			   const GArray *trusted_owners)
 {
@@ -131,6 +173,7 @@ gboolean pf_caller_capable(pid_t tid, uid_t uid, int cap,
 	};
 	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
 	char path[64], link[64];
+	gint64 now;
 	ssize_t n;
 	int ns;
 
@@ -149,6 +192,9 @@ gboolean pf_caller_capable(pid_t tid, uid_t uid, int cap,
 	}
 	if (!own_link[0])
 		return FALSE;
+	now = g_get_monotonic_time();
+	if (known_in_own_namespace(tid, now))
+		return TRUE;
 	/* The common case, a writer in our own namespace, costs one
 	 * readlink (open, fstat and close cost three times as much).  nsfs
 	 * has a single device: its inode number alone names a namespace. */
@@ -160,8 +206,10 @@ gboolean pf_caller_capable(pid_t tid, uid_t uid, int cap,
 		return FALSE;
 	}
 	link[n] = '\0';
-	if (!strcmp(link, own_link))
+	if (!strcmp(link, own_link)) {
+		remember_own_namespace(tid, now);
 		return TRUE;
+	}
 	ns = open(path, O_RDONLY | O_CLOEXEC);
 	return ns >= 0 && namespace_trusted(ns, trusted_owners);
 }
