@@ -17,7 +17,6 @@ import shutil
 import struct
 import subprocess
 import tempfile
-import time
 import xml.etree.ElementTree as ET
 import zlib
 from pathlib import Path
@@ -882,78 +881,34 @@ def test_hover_shows_the_interval_in_chromium(tmp_path):
 
 
 # ---------------------------------------------------------------------------
-# Scale
+# Scale (how fast a report of 1M events is made: scripts/bench)
 
-# The bare parse of the journal, for the load on the machine: the CPU time a
-# run takes grows with the load of the other work on a shared machine's two
-# cores (hyper-threads and caches are shared), so each report is timed
-# against this reference, run just before it.  On this machine, quiet, the
-# reference takes about 1.0 s for 1,000,000 events, so "under 5 s" is "under
-# 5 references".
-REFERENCE = """
-import json, sys
-with open(sys.argv[1], "rb") as f:
-    while True:
-        lines = f.readlines(1 << 14)
-        if not lines:
-            break
-        json.loads(b"[" + b",".join(lines) + b"]")
-"""
-BUDGET_IN_REFERENCES = 5.0
-
-
-def cpu_of(cmd, **kw):
-    before = os.times()
-    t0 = time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    wall = time.monotonic() - t0
-    after = os.times()
-    assert r.returncode == 0, r.stderr
-    return (after.children_user - before.children_user +
-            after.children_system - before.children_system), wall
-
-
-@pytest.mark.timeout(1200)
-def test_one_million_events(tmp_path):
-    """1,000,000 events of 1,000 sources over a day: each output mode within
-    its budget (median of 3 runs), the page under 20,000 SVG elements."""
+@pytest.mark.timeout(600)
+def test_a_day_of_1000_sources(tmp_path):
+    """300,000 events of 1,000 sources over a day: the page stays under
+    20,000 SVG elements, and past 100,000 changes the trace's counter is
+    the highest value per period, its highest the most slices ever open at
+    once."""
     jpath = tmp_path / "big"
     subprocess.run([PYTHON, str(GEN), "--sources=1000", "--duration=24h",
-                    "--events=1000000", "--seed=1", str(jpath)], check=True,
+                    "--events=300000", "--seed=1", str(jpath)], check=True,
                    capture_output=True, timeout=600)
-    assert sum(1 for _ in open(jpath, "rb")) == 1_000_000
     env = dict(os.environ, TZ="UTC")
-    figures = {}
-    for mode, out in (("--text", None), ("--html", "r.html"), ("--trace", "t.json")):
-        runs = []
-        for _ in range(3):
-            ref, _ = cpu_of([PYTHON, "-c", REFERENCE, str(jpath)], timeout=300)
-            arg = mode if out is None else f"{mode}={tmp_path / out}"
-            cpu, wall = cpu_of(report_cmd() + [arg, str(jpath)], env=env, timeout=600)
-            runs.append((cpu / ref, cpu, wall, ref))
-        figures[mode] = sorted(runs)[1]
-    sizes = {out: (tmp_path / out).stat().st_size for out in ("r.html", "t.json")}
+    for mode, out in (("--html", "r.html"), ("--trace", "t.json")):
+        subprocess.run(report_cmd() + [f"{mode}={tmp_path / out}",
+                                       str(jpath)],
+                       env=env, check=True, capture_output=True, timeout=600)
     svg = svg_of((tmp_path / "r.html").read_text(encoding="utf-8"))
-    n_elements = sum(1 for _ in svg.iter()) - 1
-    print("\n1M events (median run: references, CPU s, wall s, reference CPU s):")
-    for mode, f in figures.items():
-        print(f"  {mode:8} {f[0]:5.2f} {f[1]:6.2f} {f[2]:6.2f} {f[3]:5.2f}")
-    print(f"  sizes {sizes}, SVG elements {n_elements}")
-    assert n_elements <= 20000
-    # Past 100,000 changes the counter is the highest value per period; its
-    # highest is the most slices ever open at once.
+    assert sum(1 for _ in svg.iter()) - 1 <= 20000
     doc, _ = load_trace(tmp_path / "t.json")
     counts = [e for e in doc["traceEvents"] if e["ph"] == "C"]
     assert 1000 < len(counts) <= 100_002
     assert counts[0]["name"].startswith("active sources (highest per ")
-    edges = sorted(x for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] == "wakelock"
+    edges = sorted(x for e in doc["traceEvents"]
+                   if e["ph"] == "X" and e["cat"] == "wakelock"
                    for x in ((e["ts"], 1), (e["ts"] + e["dur"], -1)))
     level = most = 0
     for _, d in sorted(edges, key=lambda x: (x[0], x[1])):
         level += d
         most = max(most, level)
     assert max(e["args"]["active"] for e in counts) == most
-    del doc, edges
-    for mode, (ratio, cpu, wall, ref) in figures.items():
-        assert ratio < BUDGET_IN_REFERENCES, \
-            f"{mode}: {cpu:.2f} s CPU = {ratio:.2f} x the bare parse ({ref:.2f} s)"
