@@ -512,7 +512,7 @@ static void sleep_begins(struct logind *li)
 	/* While our delay inhibitor still holds the host awake. */
 	read_kernel_stats(li->stats_dir, &li->before);
 	if (li->base.listener)
-		li->base.listener->sleeping(li->base.listener->data);
+		li->base.listener->sleeping(TRUE, li->base.listener->data);
 	/* Everyone is answered: let the host go. */
 	inhibitor_want(&li->delay, NULL);
 }

@@ -31,6 +31,8 @@ static void simulate_resume(gpointer data)
 	g_debug("simulated sleep over after %" G_GINT64_FORMAT " ms",
 		(pf_clock_now(sim->clock) - sim->slept_at) / 1000);
 	sim->done = NULL;
+	if (sim->base.listener)
+		sim->base.listener->resumed(0, sim->base.listener->data);
 	done(0, sim->data);
 }
 
@@ -46,6 +48,10 @@ static int simulate_suspend(struct backend *be, enum pm_state state,
 	sim->slept_at = pf_clock_now(sim->clock);
 	pf_timer_arm(sim->wakeup,
 		     sim->slept_at + (gint64)sim->sleep_ms * 1000);
+	/* Nothing is frozen here; but where the kernel's freezer would
+	 * strike, every wait in powerfs ends as it would. */
+	if (sim->base.listener)
+		sim->base.listener->sleeping(FALSE, sim->base.listener->data);
 	return PF_PENDING;
 }
 

@@ -2,73 +2,217 @@
  *
  * DIR is normally the host's /sys/power when powerfs serves a container; it
  * can also be another powerfs.  The states are DIR/state's at start; a
- * suspend writes the state's name to DIR/state, and that write's errno is the
- * result.  The write blocks until the system has resumed, so it runs in a
- * thread of its own and reports back to the main loop.
+ * suspend writes the state's name to DIR/state, and that write's result is
+ * the attempt's.
+ *
+ * The host's sleep begins with that write: the core is told just before
+ * (it answers the requests waiting in powerfs, the state write that asked
+ * for the sleep first, since the kernel cannot freeze a task that waits in
+ * a FUSE request).  The write itself blocks until the host has resumed, so
+ * it runs in a GTask's thread and reports back to the main loop.
+ *
+ * Another powerfs as DIR answers that write when the host's sleep begins,
+ * not after it: the write returns, the host is about to freeze.  It is
+ * told apart by DIR/suspend_stats: a kernel (or a powerfs that simulated
+ * the sleep) has counted the attempt when the write returns; a powerfs
+ * that answered early counts it after the resume.  The sleep then counts
+ * as over only once the host's clocks show it happened (CLOCK_BOOTTIME ran
+ * on while CLOCK_MONOTONIC stood still), or after CHAINED_WAIT_US if they
+ * never do: meanwhile nobody waits in this powerfs either.  (DIR's files
+ * are read once, right after the write: a read during the freeze would
+ * wait for a frozen server.)
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <gio/gio.h>
 
 #include "powerfs/backend.h"
 #include "powerfs/suspend.h"
 
+/* How long after another powerfs answered a host's sleep can begin: what
+ * logind lets a delay inhibitor hold it (InhibitDelayMaxSec). */
+#define CHAINED_WAIT_US (5 * G_USEC_PER_SEC)
+#define CHAINED_POLL_US (50 * 1000)
+/* The clocks drift apart by less than this unless the host slept. */
+#define SLEPT_US (10 * 1000)
+
 struct sysfs_backend {
 	struct backend base;
-	char *state_path;
+	struct pf_clock *clock;
+	char *dir;
 	guint states;
-};
-
-struct sysfs_write {
-	char *path;
-	const char *label;
-	int error;
+	/* The attempt in progress. */
 	backend_done_func done;
 	gpointer data;
+	int error;
+	gint64 offset_before;	/* boottime - monotonic, us */
+	gint64 wait_until;	/* chained: how long to wait for the sleep */
+	struct pf_timer *poll;
+	char failed_step[32];
 };
+
+/* Time the host spent asleep since boot, in us. */
+static gint64 time_asleep(void)
+{
+	struct timespec boot, mono;
+
+	clock_gettime(CLOCK_BOOTTIME, &boot);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	return (boot.tv_sec - mono.tv_sec) * G_USEC_PER_SEC +
+	       (boot.tv_nsec - mono.tv_nsec) / 1000;
+}
 
 static guint sysfs_states(struct backend *be)
 {
 	return ((struct sysfs_backend *)be)->states;
 }
 
-static gboolean write_finished(gpointer data)
-{
-	struct sysfs_write *w = data;
+/* What one write to DIR/state does, in the task's thread. */
+struct write_job {
+	char *dir;
+	const char *label;
+	char failed_step[32];
+	gboolean answered_early;	/* DIR has not counted the attempt */
+};
 
-	w->done(w->error, w->data);
-	g_free(w->path);
-	g_free(w);
-	return G_SOURCE_REMOVE;
+static void write_job_free(gpointer data)
+{
+	struct write_job *job = data;
+
+	g_free(job->dir);
+	g_free(job);
 }
 
-static gpointer write_state(gpointer data)
+/* After a failed write: the step at which the host's kernel says it
+ * failed, if it says (a real /sys/power; another powerfs too). */
+static void read_failed_step(struct write_job *job)
 {
-	struct sysfs_write *w = data;
-	int fd = open(w->path, O_WRONLY | O_CLOEXEC);
-	gssize len = strlen(w->label);
+	g_autofree char *path = g_build_filename(job->dir, "suspend_stats",
+						 "last_failed_step", NULL);
+	g_autofree char *text = NULL;
 
-	if (fd < 0 || write(fd, w->label, len) != len)
-		w->error = -errno;
-	if (fd >= 0)
+	if (g_file_get_contents(path, &text, NULL, NULL))
+		g_strlcpy(job->failed_step, g_strstrip(text),
+			  sizeof(job->failed_step));
+}
+
+/* success + fail in DIR/suspend_stats, -1 if it cannot be read. */
+static gint64 attempts_counted(const char *dir)
+{
+	static const char *const names[] = { "success", "fail" };
+	gint64 sum = 0;
+
+	for (gsize i = 0; i < G_N_ELEMENTS(names); i++) {
+		g_autofree char *path = g_build_filename(dir, "suspend_stats",
+							 names[i], NULL);
+		g_autofree char *text = NULL;
+
+		if (!g_file_get_contents(path, &text, NULL, NULL))
+			return -1;
+		sum += g_ascii_strtoll(text, NULL, 10);
+	}
+	return sum;
+}
+
+static void write_state(GTask *task, gpointer source, gpointer data,
+			GCancellable *cancellable)
+{
+	struct write_job *job = data;
+	g_autofree char *path = g_build_filename(job->dir, "state", NULL);
+	gssize len = strlen(job->label), n;
+	gint64 counted = attempts_counted(job->dir);
+	int fd, error = 0;
+
+	(void)source, (void)cancellable;
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0) {
+		error = errno;
+	} else {
+		n = write(fd, job->label, len);
+		/* A short write sets no errno: do not report a stale one. */
+		if (n < 0)
+			error = errno;
+		else if (n != len)
+			error = EIO;
 		close(fd);
-	g_idle_add(write_finished, w);
-	return NULL;
+	}
+	if (error)
+		read_failed_step(job);
+	else if (counted >= 0 && attempts_counted(job->dir) == counted)
+		job->answered_early = TRUE;
+	g_task_return_int(task, -error);
+}
+
+static void finish(struct sysfs_backend *sb)
+{
+	backend_done_func done = sb->done;
+
+	sb->done = NULL;
+	pf_timer_disarm(sb->poll);
+	sb->base.failed_step = sb->failed_step[0] ? sb->failed_step : NULL;
+	if (sb->base.listener)
+		sb->base.listener->resumed(sb->error, sb->base.listener->data);
+	done(sb->error, sb->data);
+}
+
+static gboolean host_slept(struct sysfs_backend *sb)
+{
+	return time_asleep() - sb->offset_before > SLEPT_US;
+}
+
+static void poll_for_the_sleep(gpointer data)
+{
+	struct sysfs_backend *sb = data;
+	gint64 now = pf_clock_now(sb->clock);
+
+	if (host_slept(sb) || now >= sb->wait_until)
+		finish(sb);
+	else
+		pf_timer_arm(sb->poll, MIN(now + CHAINED_POLL_US,
+					   sb->wait_until));
+}
+
+static void write_done(GObject *source, GAsyncResult *res, gpointer data)
+{
+	struct sysfs_backend *sb = data;
+	struct write_job *job = g_task_get_task_data(G_TASK(res));
+
+	(void)source;
+	sb->error = (int)g_task_propagate_int(G_TASK(res), NULL);
+	g_strlcpy(sb->failed_step, job->failed_step, sizeof(sb->failed_step));
+	/* Another powerfs answered as the host's sleep began: it is over
+	 * only once the host has slept (or clearly will not). */
+	if (!sb->error && job->answered_early && !host_slept(sb)) {
+		sb->wait_until = pf_clock_now(sb->clock) + CHAINED_WAIT_US;
+		poll_for_the_sleep(sb);
+		return;
+	}
+	finish(sb);
 }
 
 static int sysfs_suspend(struct backend *be, enum pm_state state,
 			 backend_done_func done, gpointer data)
 {
 	struct sysfs_backend *sb = (struct sysfs_backend *)be;
-	struct sysfs_write *w = g_new0(struct sysfs_write, 1);
+	struct write_job *job = g_new0(struct write_job, 1);
+	g_autoptr(GTask) task = g_task_new(NULL, NULL, write_done, sb);
 
-	w->path = g_strdup(sb->state_path);
-	w->label = pm_state_label(state);
-	w->done = done;
-	w->data = data;
-	g_thread_unref(g_thread_new("powerfs-suspend", write_state, w));
+	sb->done = done;
+	sb->data = data;
+	sb->error = 0;
+	sb->failed_step[0] = '\0';
+	sb->offset_before = time_asleep();
+	/* The host's sleep begins with the write: answer everyone first. */
+	if (be->listener)
+		be->listener->sleeping(TRUE, be->listener->data);
+	job->dir = g_strdup(sb->dir);
+	job->label = pm_state_label(state);
+	g_task_set_task_data(task, job, write_job_free);
+	g_task_run_in_thread(task, write_state);
 	return PF_PENDING;
 }
 
@@ -76,7 +220,8 @@ static void sysfs_free(struct backend *be)
 {
 	struct sysfs_backend *sb = (struct sysfs_backend *)be;
 
-	g_free(sb->state_path);
+	pf_timer_free(sb->poll);
+	g_free(sb->dir);
 	g_free(sb);
 }
 
@@ -87,15 +232,48 @@ static const struct backend_ops sysfs_ops = {
 	.free = sysfs_free,
 };
 
-struct backend *backend_sysfs_new(const char *dir, GError **error)
+/* DIR/state's text: a regular file (sysfs's and powerfs's are); anything
+ * else, a FIFO say, would block the start. */
+static char *read_states(const char *path, GError **error)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	char buf[256];
+	struct stat st;
+	gssize n = -1;
+
+	if (fd < 0)
+		goto failed;
+	if (fstat(fd, &st) < 0)
+		goto failed;
+	if (!S_ISREG(st.st_mode)) {
+		errno = EINVAL;
+		goto failed;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+failed:
+	if (n < 0) {
+		int err = errno;
+
+		g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(err),
+			    "%s: %s", path,
+			    err == EINVAL ? "not a regular file" :
+					    g_strerror(err));
+	}
+	if (fd >= 0)
+		close(fd);
+	return n < 0 ? NULL : g_strndup(buf, n);
+}
+
+struct backend *backend_sysfs_new(struct pf_clock *clock, const char *dir,
+				  GError **error)
 {
 	struct sysfs_backend *sb;
 	g_autofree char *path = g_build_filename(dir, "state", NULL);
-	g_autofree char *text = NULL;
+	g_autofree char *text = read_states(path, error);
 	g_auto(GStrv) words = NULL;
 	guint states = 0;
 
-	if (!g_file_get_contents(path, &text, NULL, error))
+	if (!text)
 		return NULL;
 	words = g_strsplit_set(g_strstrip(text), " \n", -1);
 	for (guint i = 0; words[i]; i++)
@@ -104,7 +282,9 @@ struct backend *backend_sysfs_new(const char *dir, GError **error)
 				states |= PM_STATE_BIT(s);
 	sb = g_new0(struct sysfs_backend, 1);
 	sb->base.ops = &sysfs_ops;
-	sb->state_path = g_steal_pointer(&path);
+	sb->clock = clock;
+	sb->dir = g_strdup(dir);
 	sb->states = states;
+	sb->poll = pf_timer_new(clock, poll_for_the_sleep, sb);
 	return &sb->base;
 }

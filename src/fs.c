@@ -72,6 +72,9 @@ struct pf_fs {
 	guint interrupt_idle;
 	struct parked *spare;	/* for the next write */
 	GString *scratch;	/* for printing rows */
+	/* The host sleeps, its tasks frozen or about to be: no request may
+	 * wait here until it resumed. */
+	gboolean host_asleep;
 };
 
 struct parked {
@@ -273,6 +276,12 @@ static void read_fresh(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
 	g_string_truncate(of->snap.text, 0);
 	of->snap.valid = FALSE;
 	ret = of->node->attr->show(fs->pw, of->snap.text);
+	if (ret == -EAGAIN && fs->host_asleep) {
+		/* What the freezer's fake signal gives a reader that comes
+		 * back before it is frozen. */
+		fuse_reply_err(req, EINTR);
+		return;
+	}
 	if (ret == -EAGAIN) {
 		park_read(fs, req, of, size, off, pagecache);
 		return;
@@ -442,11 +451,36 @@ static void store_done(gssize result, gpointer data)
 	g_free(p);
 }
 
-/* Answer parked requests now.  Blocked reads fail with EINTR (the caller
- * retries, as after a signal).  With write_error, pending writes fail with
- * it and the core's late answers are dropped; without, they stay: their
- * result is not known yet. */
-static void answer_parked(struct pf_fs *fs, int write_error)
+/* A parked write is answered now, ahead of the core, which goes on with it
+ * and whose late answer is then dropped. */
+static void answer_write_early(struct pf_fs *fs, struct parked *p,
+			       gssize result)
+{
+	g_queue_unlink(&fs->parked, &p->link);
+	reply_store(p->req, result);
+	p->req = NULL;
+	g_queue_push_tail_link(&fs->answered, &p->link);
+}
+
+/* A parked write that only waits for its turn is taken back (EINTR, what
+ * the kernel's interruptible lock gives); FALSE if it cannot be. */
+static gboolean cancel_write(struct pf_fs *fs, struct parked *p)
+{
+	if (!pf_store_cancel(fs->pw, p))
+		return FALSE;
+	g_queue_unlink(&fs->parked, &p->link);
+	fuse_reply_err(p->req, EINTR);
+	g_free(p);
+	return TRUE;
+}
+
+/* Answer parked requests now, as the freezer's fake signal ends every wait
+ * in the kernel: blocked reads and writes waiting for their turn fail with
+ * EINTR (the caller retries).  Writes under way stay, or, with
+ * write_result, are answered with it at once (the core's late answer is
+ * then dropped). */
+static void answer_parked(struct pf_fs *fs, gboolean answer_writes,
+			  gssize write_result)
 {
 	GList *l = fs->parked.head;
 
@@ -458,23 +492,33 @@ static void answer_parked(struct pf_fs *fs, int write_error)
 			read_unpark(fs, p);
 			fuse_reply_err(p->req, EINTR);
 			g_free(p);
-		} else if (write_error) {
-			g_queue_unlink(&fs->parked, l);
-			reply_store(p->req, -write_error);
-			p->req = NULL;
-			g_queue_push_tail_link(&fs->answered, &p->link);
+		} else if (!cancel_write(fs, p) && answer_writes) {
+			answer_write_early(fs, p, write_result < 0 ?
+							  write_result :
+							  (gssize)p->len);
 		}
 		l = next;
 	}
 }
 
-void pf_fs_answer_parked(struct pf_fs *fs)
+static void fs_sleeping(gboolean host, gpointer data)
 {
-	guint n = g_queue_get_length(&fs->parked);
+	struct pf_fs *fs = data;
 
-	if (n)
-		g_message("system going to sleep: releasing waiting readers");
-	answer_parked(fs, 0);
+	if (!g_queue_is_empty(&fs->parked))
+		g_message("system going to sleep: answering waiting requests");
+	/* The host freezes its tasks: a write the kernel would carry out
+	 * after resume (an autosleep switch waiting for its turn) is
+	 * answered now, and carried out then. */
+	answer_parked(fs, host, 0);
+	fs->host_asleep = host;
+}
+
+static void fs_resumed(gpointer data)
+{
+	struct pf_fs *fs = data;
+
+	fs->host_asleep = FALSE;
 }
 
 /* A writer interrupted while its write waits: if it only waited for its
@@ -538,7 +582,11 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	}
 	if (ret == PF_PENDING) {
 		g_queue_push_tail_link(&fs->parked, &p->link);
-		fuse_req_interrupt_func(req, parked_write_interrupted, p);
+		if (fs->host_asleep && !cancel_write(fs, p))
+			answer_write_early(fs, p, (gssize)len);
+		else if (!fs->host_asleep)
+			fuse_req_interrupt_func(req, parked_write_interrupted,
+						p);
 		return;
 	}
 	fs->spare = p;
@@ -678,6 +726,8 @@ struct pf_fs *pf_fs_mount(struct power *pw, const char *mountpoint,
 		g_free(fs);
 		return NULL;
 	}
+	suspend_set_sleep_hooks(pw->suspend, &(struct suspend_sleep_hooks){
+		fs_sleeping, fs_resumed, fs });
 	g_message("serving %s (backend %s)", mountpoint,
 		  pw->backend->ops->name);
 	return fs;
@@ -752,7 +802,7 @@ void pf_fs_unmount(struct pf_fs *fs)
 		return;
 	/* Nobody may stay inside a request of a server that is leaving.  The
 	 * core is torn down next and will not answer. */
-	answer_parked(fs, EIO);
+	answer_parked(fs, TRUE, -EIO);
 	while ((l = g_queue_pop_head_link(&fs->answered)))
 		g_free(l->data);
 	if (fs->interrupt_idle)

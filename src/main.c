@@ -185,7 +185,7 @@ static struct backend *make_backend(struct pf_clock *clock,
 		if (!strcmp(real, mountpoint))
 			usage_error("--backend=sysfs: %s is the mount point "
 				    "itself (a loop)", dir);
-		be = backend_sysfs_new(real, &error);
+		be = backend_sysfs_new(clock, real, &error);
 		if (!be)
 			usage_error("--backend=sysfs: %s", error->message);
 		return be;
@@ -504,8 +504,6 @@ int main(int argc, char **argv)
 			fail(EXIT_USAGE, "%s", error->message);
 		}
 	}
-	suspend_set_sleep_hook(pw->suspend, (wakeup_func)pf_fs_answer_parked,
-			       fs);
 	/* Before the state file: owners saved by a previous run win. */
 	if (opt.owner)
 		pf_fs_chown_writable(fs, owner_uid, owner_gid);

@@ -27,8 +27,8 @@ struct suspend {
 	struct suspend_stats stats;
 	struct backend_listener listener;
 	gboolean external_sleep;	/* started by someone else */
-	wakeup_func sleep_hook;
-	gpointer sleep_hook_data;
+	struct suspend_sleep_hooks hooks;
+	gboolean host_asleep;	/* between sleeping(TRUE) and resumed() */
 	wakeup_func sleeping_func;	/* of the attempt in progress */
 	gpointer sleeping_data;
 	gboolean shutting_down;
@@ -89,7 +89,7 @@ static void record_failure(struct suspend *s, int error, const char *step)
 	s->stats.last_failed_step = steps[i];
 }
 
-static void system_sleeping(gpointer data)
+static void system_sleeping(gboolean host, gpointer data)
 {
 	struct suspend *s = data;
 
@@ -97,20 +97,26 @@ static void system_sleeping(gpointer data)
 		s->external_sleep = TRUE;
 		g_message("the system is going to sleep");
 	}
-	if (s->sleeping_func) {
+	s->host_asleep = host;
+	if (host && s->sleeping_func) {
 		wakeup_func func = s->sleeping_func;
 
 		s->sleeping_func = NULL;
 		func(s->sleeping_data);
 	}
-	if (s->sleep_hook)
-		s->sleep_hook(s->sleep_hook_data);
+	if (s->hooks.sleeping)
+		s->hooks.sleeping(host, s->hooks.data);
 }
 
 static void system_resumed(int error, gpointer data)
 {
 	struct suspend *s = data;
 
+	if (s->host_asleep) {
+		s->host_asleep = FALSE;
+		if (s->hooks.resumed)
+			s->hooks.resumed(s->hooks.data);
+	}
 	/* Our own suspends are counted when the backend answers. */
 	if (!s->external_sleep)
 		return;
@@ -134,11 +140,15 @@ void suspend_when_sleeping(struct suspend *s, wakeup_func func,
 	s->sleeping_data = data;
 }
 
-void suspend_set_sleep_hook(struct suspend *s, wakeup_func func,
-			    gpointer data)
+void suspend_set_sleep_hooks(struct suspend *s,
+			     const struct suspend_sleep_hooks *hooks)
 {
-	s->sleep_hook = func;
-	s->sleep_hook_data = data;
+	s->hooks = *hooks;
+}
+
+gboolean suspend_host_asleep(const struct suspend *s)
+{
+	return s->host_asleep;
 }
 
 struct suspend *suspend_new(struct wakeup_engine *engine,

@@ -7,6 +7,7 @@ sleep and resume by emitting PrepareForSleep themselves.  Nothing here can
 suspend the machine.
 """
 
+import ctypes
 import errno
 import json
 import os
@@ -300,22 +301,60 @@ def test_logind_leaving_and_returning(logind, mount):
     assert w.wait(5) == 3
 
 
-def test_queued_write_keeps_its_real_result_across_sleep(logind, mount):
-    """Only the state write whose sleep begins is answered early; a write
-    queued behind it gets its own result after the resume."""
+def test_queued_write_gets_eintr_when_the_sleep_begins(logind, mount):
+    """The state write whose sleep begins is answered then; a wakeup_count
+    write queued behind it gets EINTR, as the kernel's freezer gives a
+    writer waiting for its lock."""
     pfs = mount("--backend=logind")
     w = Background(write_state, pfs, b"mem")
     assert wait_until(lambda: logind.calls("Suspend"), 5)
-    stale = Background(pfs.write, "wakeup_count", b"12345")
+    stale = Background(libc_write, pfs.path("wakeup_count"), b"12345")
     time.sleep(0.2)
     assert not stale.finished.is_set()      # queued on the transition
     logind.prepare_for_sleep(True)
     assert w.wait(5) == 3
-    time.sleep(0.2)
-    assert not stale.finished.is_set()      # no made-up success
+    assert stale.wait(5) == (-1, errno.EINTR)
     logind.prepare_for_sleep(False)
-    with raises_errno(errno.EINVAL):
-        stale.wait(5)
+
+
+def test_nobody_waits_until_the_host_resumed(logind, mount):
+    """Between PrepareForSleep(true) and (false) a reader that comes back
+    (GNU cat, Python's os.read retry after EINTR) gets EINTR at once: a
+    task inside a FUSE request cannot be frozen.  After the resume it
+    blocks again."""
+    pfs = mount("--backend=logind")
+    pfs.lock("held")
+    logind.prepare_for_sleep(True)
+    try:
+        with Reader(pfs.path("wakeup_count")) as r:
+            assert r.result(2) == (-1, errno.EINTR, b"")
+        assert libc_write(pfs.path("autosleep"), b"mem") == (3, 0)
+    finally:
+        logind.prepare_for_sleep(False)
+    assert wait_until(lambda: pfs.read("autosleep") == b"mem\n")
+    assert pfs.write("autosleep", b"off") == 3
+    with Reader(pfs.path("wakeup_count")) as r:
+        r.wait_in_read()
+        assert r.blocked(0.3)
+        pfs.unlock("held")
+        n, err, _ = r.result(5)
+        assert (n, err) == (2, 0)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.write.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+_libc.write.restype = ctypes.c_ssize_t
+
+
+def libc_write(path, data):
+    """One write(2) through libc: (result, errno); EINTR is not retried as
+    Python's os.write would."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        n = _libc.write(fd, data, len(data))
+        return n, ctypes.get_errno() if n < 0 else 0
+    finally:
+        os.close(fd)
 
 
 def test_inhibit_sleep_refused_with_sysfs(tmp_path):

@@ -167,16 +167,18 @@ def assert_exit_0_and_unmounted(p, timeout=EXIT_TIMEOUT):
 
 
 def block_clients(p, readers=2):
-    """A lock held, readers blocked in wakeup_count and a state write
-    pending (60 s simulated sleep)."""
+    """A lock held, a state write pending (60 s simulated sleep) and
+    readers blocked in wakeup_count.  (The readers come after the sleep
+    began: where the kernel's freezer would strike, the readers waiting
+    then get EINTR.)"""
     p.lock("held")
-    rs = [Reader(p.path("wakeup_count")) for _ in range(readers)]
-    for r in rs:
-        r.wait_in_read()
     w = Writer(p.path("state"), b"mem")
     w.wait_in_write()
     assert wait_until(lambda: "suspending to mem" in p.log(), timeout=5), \
         p.log()
+    rs = [Reader(p.path("wakeup_count")) for _ in range(readers)]
+    for r in rs:
+        r.wait_in_read()
     for r in rs:
         assert r.blocked(0.1), f"wakeup_count read returned: {r.result()}"
     assert w.blocked(0.1), f"state write returned: {w.result()}"

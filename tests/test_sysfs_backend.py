@@ -5,6 +5,7 @@ second, simulated powerfs (a chain: the outer one serves a container, the
 inner one plays the host).
 """
 
+import ctypes
 import errno
 import os
 import subprocess
@@ -12,7 +13,7 @@ import threading
 import time
 
 import conftest
-from conftest import Background, raises_errno, wait_until
+from conftest import Reader, raises_errno, wait_until
 
 
 def test_states_come_from_dir_state(mount, tmp_path):
@@ -40,29 +41,131 @@ def test_state_written_to_dir_state(mount, tmp_path):
     assert pfs.read("suspend_stats/success") == b"1\n"
 
 
-def test_backing_write_error_is_the_result(mount, tmp_path):
+def test_backing_write_error_goes_to_suspend_stats(mount, tmp_path):
+    """The state write is answered when the host's sleep begins, before the
+    backing write (its writer must not sit in a request while the host
+    freezes tasks): the backing write's error goes to suspend_stats."""
     state = tmp_path / "state"
     state.write_text("mem\n")
     pfs = mount(f"--backend=sysfs:{tmp_path}")
     os.unlink(state)
     os.mkdir(state)                      # open(O_WRONLY) -> EISDIR
-    with raises_errno(errno.EISDIR):
-        pfs.write("state", b"mem")
-    assert pfs.read("suspend_stats/fail") == b"1\n"
+    assert pfs.write("state", b"mem") == 3
+    assert wait_until(lambda: pfs.read("suspend_stats/fail") == b"1\n")
     assert pfs.read("suspend_stats/failed_suspend") == b"1\n"
     assert pfs.read("suspend_stats/last_failed_errno") == b"-21\n"
     assert pfs.read("suspend_stats/last_failed_step") == b"suspend\n"
+    assert pfs.read("suspend_stats/success") == b"0\n"
+
+
+def test_the_host_kernels_failed_step_is_taken(mount, tmp_path):
+    """A failure counts at the step the host's kernel names in
+    DIR/suspend_stats/last_failed_step."""
+    (tmp_path / "state").write_text("mem\n")
+    stats = tmp_path / "suspend_stats"
+    stats.mkdir()
+    for name, value in (("success", "4"), ("fail", "2"),
+                        ("last_failed_step", "suspend_noirq")):
+        (stats / name).write_text(value + "\n")
+    pfs = mount(f"--backend=sysfs:{tmp_path}")
+    os.unlink(tmp_path / "state")
+    os.mkdir(tmp_path / "state")
+    assert pfs.write("state", b"mem") == 3
+    assert wait_until(lambda: pfs.read("suspend_stats/fail") == b"1\n")
+    assert pfs.read("suspend_stats/last_failed_step") == \
+        b"suspend_noirq\n"
+    assert pfs.read("suspend_stats/failed_suspend_noirq") == b"1\n"
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.write.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+_libc.write.restype = ctypes.c_ssize_t
+
+
+def libc_write(path, data):
+    """One write(2) through libc: (result, errno), EINTR not retried."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        n = _libc.write(fd, data, len(data))
+        return n, ctypes.get_errno() if n < 0 else 0
+    finally:
+        os.close(fd)
+
+
+def blocked_backing_write(tmp_path):
+    """DIR/state as a FIFO nobody reads yet: the backing write, the host's
+    sleep, lasts until release() is called."""
+    state = tmp_path / "state"
+    os.unlink(state)
+    os.mkfifo(state)
+    got = []
+
+    def release():
+        fd = os.open(state, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            deadline = time.monotonic() + 5
+            data = b""
+            while not data and time.monotonic() < deadline:
+                try:
+                    data = os.read(fd, 64)
+                except BlockingIOError:
+                    time.sleep(0.01)
+            got.append(data)
+        finally:
+            os.close(fd)
+    return release, got
+
+
+def test_nobody_waits_in_powerfs_while_the_host_sleeps(mount, tmp_path):
+    """From the state write that starts the host's sleep until the backing
+    write returns: the writer has its answer, a reader blocked in
+    wakeup_count gets EINTR at once, and so does one that comes back
+    (the freezer's fake signal); a wakeup_count write that would wait gets
+    EINTR; an autosleep write that would wait is answered and carried out
+    after the resume; everything else is served.  Afterwards readers block
+    again."""
+    (tmp_path / "state").write_text("mem\n")
+    pfs = mount(f"--backend=sysfs:{tmp_path}")
+    release, got = blocked_backing_write(tmp_path)
+    pfs.lock("held")
+    with Reader(pfs.path("wakeup_count")) as r:
+        r.wait_in_read()
+        assert conftest.timed(pfs.write, "state", b"mem", timeout=2) == 3
+        assert r.result(2) == (-1, errno.EINTR, b"")
+    with Reader(pfs.path("wakeup_count")) as r:
+        assert r.result(2) == (-1, errno.EINTR, b"")
+    # (Python's os.write would retry at once; libc's write does not.)
+    for name, data in (("wakeup_count", b"0"), ("state", b"mem")):
+        assert conftest.timed(libc_write, pfs.path(name), data,
+                              timeout=2) == (-1, errno.EINTR)
+    assert conftest.timed(pfs.write, "autosleep", b"mem", timeout=2) == 3
+    assert pfs.read("autosleep") == b"off\n"   # not yet: after the resume
+    pfs.lock("other")
+    pfs.unlock("other")
+    release()
+    assert got == [b"mem"]
+    assert wait_until(lambda: pfs.read("suspend_stats/success") == b"1\n")
+    assert wait_until(lambda: pfs.read("autosleep") == b"mem\n")
+    assert pfs.write("autosleep", b"off") == 3
+    with Reader(pfs.path("wakeup_count")) as r:
+        r.wait_in_read()
+        assert r.blocked(0.3)
+        pfs.unlock("held")
+        n, err, data = r.result(2)
+        assert (n, err) == (len(data), 0) and data.endswith(b"\n")
 
 
 def test_chained_through_a_second_powerfs(mount):
-    inner = mount("--simulate-sleep-ms=300", "--simulate-states=mem")
+    """The outer powerfs answers its writer as its host's sleep begins (it
+    writes the inner's state); it counts the sleep once the inner has
+    (the inner simulates: it counts when its write returns)."""
+    inner = mount("--simulate-sleep-ms=1500", "--simulate-states=mem")
     outer = mount(f"--backend=sysfs:{inner.mnt}")
     assert outer.read("state") == b"mem\n"
-    w = Background(outer.write, "state", b"mem")
-    assert w.wait(5) == 3
-    assert w.elapsed() >= 0.25          # returned after the inner "resume"
+    assert conftest.timed(outer.write, "state", b"mem", timeout=2) == 3
+    assert wait_until(lambda: outer.read("suspend_stats/success") == b"1\n",
+                      timeout=10)
     assert inner.read("suspend_stats/success") == b"1\n"
-    assert outer.read("suspend_stats/success") == b"1\n"
     # A lock in the outer one does not reach the inner one.
     outer.lock("x")
     assert inner.read("wake_lock") == b"\n"
@@ -74,8 +177,9 @@ def test_chained_failure_propagates(mount):
     outer = mount(f"--backend=sysfs:{inner.mnt}")
     inner.write("autosleep", b"mem")     # the inner "host" refuses: EBUSY
     try:
-        with raises_errno(errno.EBUSY):
-            outer.write("state", b"mem")
+        assert outer.write("state", b"mem") == 3
+        assert wait_until(
+            lambda: outer.read("suspend_stats/fail") == b"1\n")
     finally:
         inner.write("autosleep", b"off")
     assert outer.read("suspend_stats/last_failed_errno") == b"-16\n"

@@ -31,8 +31,11 @@ struct backend;
 /* How a backend tells the core about sleeps it sees, whoever started them
  * (logind announces every sleep of the host). */
 struct backend_listener {
-	/* The system is about to sleep. */
-	void (*sleeping)(gpointer data);
+	/* The system is about to sleep.  host: the host's tasks are going to
+	 * be frozen until resumed(), so nobody may wait inside powerfs
+	 * meanwhile; FALSE for a sleep that freezes nothing (simulated), for
+	 * which this is only the moment the freezer would strike. */
+	void (*sleeping)(gboolean host, gpointer data);
 	/* It resumed (0), or the sleep failed (negative errno, at the
 	 * backend's failed_step). */
 	void (*resumed)(int error, gpointer data);
@@ -67,7 +70,8 @@ struct backend *backend_simulate_new(struct pf_clock *clock, guint sleep_ms,
 
 /* Writes the state to DIR/state (a host's /sys/power, or another powerfs).
  * NULL and error if DIR/state cannot be read. */
-struct backend *backend_sysfs_new(const char *dir, GError **error);
+struct backend *backend_sysfs_new(struct pf_clock *clock, const char *dir,
+				  GError **error);
 
 /* Suspends through systemd-logind on the system bus (DBUS_SYSTEM_BUS_ADDRESS
  * applies).  The host kernel's suspend statistics, read from stats_dir

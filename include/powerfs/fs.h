@@ -11,14 +11,13 @@ struct pf_fs;
 
 /* Mounts on mountpoint with the given FUSE mount options ("-o" syntax,
  * may be NULL) and starts serving from the thread-default main context.
- * on_unmounted runs when the kernel ends the session (fusermount3 -u). */
+ * on_unmounted runs when the kernel ends the session (fusermount3 -u).
+ * When the system sleeps, waiting requests are answered (see
+ * suspend_set_sleep_hooks()). */
 struct pf_fs *pf_fs_mount(struct power *pw, const char *mountpoint,
 			  const char *mount_options, gboolean debug,
 			  GSourceFunc on_unmounted, gpointer data,
 			  GError **error);
-/* The system is going to sleep: blocked readers get EINTR now.  (The state
- * write that started the sleep is answered by the core itself.) */
-void pf_fs_answer_parked(struct pf_fs *fs);
 
 /* Owners and modes set by chown/chmod, by path ("wake_lock",
  * "suspend_stats/success"), for saving them across a restart. */

@@ -62,8 +62,10 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 		  backend_done_func done, gpointer data);
 
 /* For the attempt in progress: call func once when the backend reports that
- * the system is about to sleep (logind's PrepareForSleep), before the sleep
- * hook runs.  A state write is answered then, not after resume. */
+ * the host is about to sleep (logind's PrepareForSleep, the sysfs backend's
+ * write), before the sleep hooks run.  A state write is answered then, not
+ * after resume: its writer would be inside a request while the host freezes
+ * its tasks. */
 void suspend_when_sleeping(struct suspend *s, wakeup_func func,
 			   gpointer data);
 
@@ -71,10 +73,21 @@ const struct suspend_stats *suspend_get_stats(const struct suspend *s);
 /* Restoring saved statistics (--state-file). */
 void suspend_load_stats(struct suspend *s, const struct suspend_stats *stats);
 
-/* func runs when the backend reports that the system is about to sleep
- * (whoever started it): the file system answers its parked requests then,
- * so no client is inside a request while the host freezes its tasks. */
-void suspend_set_sleep_hook(struct suspend *s, wakeup_func func,
-			    gpointer data);
+/* What the file system does when the system sleeps, whoever started the
+ * sleep.  sleeping(host) comes when it begins: every request that waits
+ * must be answered then, as the kernel's freezer ends every wait with a
+ * fake signal; with host TRUE, until resumed() no request may wait at all
+ * (a task inside a FUSE request cannot be frozen, and the host's sleep
+ * would fail). */
+struct suspend_sleep_hooks {
+	void (*sleeping)(gboolean host, gpointer data);
+	void (*resumed)(gpointer data);
+	gpointer data;
+};
+void suspend_set_sleep_hooks(struct suspend *s,
+			     const struct suspend_sleep_hooks *hooks);
+
+/* Between sleeping(TRUE) and resumed(). */
+gboolean suspend_host_asleep(const struct suspend *s);
 
 #endif
