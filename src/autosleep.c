@@ -208,6 +208,7 @@ static void apply_state(struct autosleep *as, enum pm_state state)
 	as->state = state;
 	wakeup_source_relax(as->ws);
 	wakeup_set_autosleep(as->engine, state != PM_ON);
+	wakeup_notify_changed(as->engine, NULL);
 	/* Off stops nothing: a run in progress finds it out itself. */
 	queue_work(as);
 	suspend_unlock(as->suspend);
@@ -225,6 +226,13 @@ static void set_locked(gpointer data)
 		req->done(0, req->data);
 	}
 	g_free(req);
+}
+
+void autosleep_restore_state(struct autosleep *as, enum pm_state state)
+{
+	as->state = state;
+	wakeup_set_autosleep(as->engine, state != PM_ON);
+	queue_work(as);
 }
 
 int autosleep_set_state(struct autosleep *as, enum pm_state state,

@@ -72,6 +72,8 @@ struct pf_fs {
 	guint interrupt_idle;
 	struct parked *spare;	/* for the next write */
 	GString *scratch;	/* for printing rows */
+	wakeup_func before_reply;	/* to a request that changes things */
+	gpointer before_reply_data;
 	/* The host sleeps, its tasks frozen or about to be: no request may
 	 * wait here until it resumed. */
 	gboolean host_asleep;
@@ -146,6 +148,19 @@ static void attrs_moved(struct pf_fs *fs, const struct node *n)
 	}
 }
 
+void pf_fs_set_before_reply(struct pf_fs *fs, wakeup_func func,
+			    gpointer data)
+{
+	fs->before_reply = func;
+	fs->before_reply_data = data;
+}
+
+static void before_reply(struct pf_fs *fs)
+{
+	if (fs->before_reply)
+		fs->before_reply(fs->before_reply_data);
+}
+
 static void reply_entry(fuse_req_t req, fuse_ino_t ino)
 {
 	struct fuse_entry_param e = {
@@ -206,10 +221,11 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		clock_gettime(CLOCK_REALTIME, &n->ctime);
 		g_info("%s: mode %04o owner %u:%u", node_name(n),
 		       n->mode & 07777, n->uid, n->gid);
-		wakeup_notify_changed(fs->pw->engine);
+		wakeup_notify_changed(fs->pw->engine, NULL);
 	}
 	node_stat(fs, ino, &st);
 	attrs_moved(fs, n);
+	before_reply(fs);
 	fuse_reply_attr(req, &st, ATTR_SECONDS);
 }
 
@@ -442,6 +458,7 @@ static void store_done(gssize result, gpointer data)
 {
 	struct parked *p = data;
 
+	before_reply(p->fs);
 	if (p->req) {
 		g_queue_unlink(&p->fs->parked, &p->link);
 		reply_store(p->req, result);
@@ -591,6 +608,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	}
 	fs->spare = p;
 	attrs_moved(fs, n);
+	before_reply(fs);
 	reply_store(req, ret);
 }
 

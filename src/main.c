@@ -508,8 +508,10 @@ int main(int argc, char **argv)
 	if (opt.owner)
 		pf_fs_chown_writable(fs, owner_uid, owner_gid);
 	/* Restored before the loop serves the first request. */
-	if (opt.state_file)
+	if (opt.state_file) {
 		sf = state_file_open(opt.state_file, pw, fs);
+		pf_fs_set_before_reply(fs, (wakeup_func)state_file_flush, sf);
+	}
 	report_ready();
 	/* Under systemd (Type=notify): the mount is live now. */
 	sd_notifyf(0, "READY=1\nSTATUS=serving %s", mountpoint);

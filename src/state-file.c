@@ -1,223 +1,274 @@
-/* state-file.c - keeping wake locks and settings across a restart.
+/* state-file.c - what powerfs knows, kept across a restart within one boot.
  *
- * A container's wake locks must survive an upgrade or a crash-restart of
- * powerfs.  With --state-file, the held locks (with the time left on their
- * timeouts), the idle locks, the autosleep setting, the owners and modes set
- * by chown/chmod, the registered event count and all statistics are written
- * to a GKeyFile whenever they change (coalesced: at most every 100 ms) and at
- * exit, atomically (temporary file, fsync, rename).  At start they are read
- * back; a file that does not parse is reported and ignored.
+ * A container's wake locks must survive a crash, a restart or an upgrade of
+ * powerfs.  The state lives in an append-only log: one line per object
+ * whenever it changes (a wake lock with its whole state and statistics,
+ * the counters and the handshake, the autosleep setting, suspend_stats,
+ * the owners and modes), the last line of an object being its state.  So a
+ * change costs one short write(2), and what a second of churn writes grows
+ * with the churn, not with the number of locks.  When the log has grown to
+ * COMPACT_FACTOR times its last snapshot, a fresh snapshot replaces it
+ * (written beside it, then renamed over it).
+ *
+ * Lines reach the file before the request that caused them is answered
+ * (fs.c's before-reply hook): a wake lock whose write returned is in the
+ * kernel's page cache, which a crash of powerfs cannot lose.  Changes made
+ * from the main loop (a timeout, an autosleep cycle, a suspend's end) are
+ * written before the loop next sleeps.  Nothing is ever fsync()ed: only a
+ * crash of the whole system can lose what write(2) accepted, and the
+ * system then boots again, and on a new boot powerfs starts clean, as the
+ * kernel does.  The header names the boot (/proc/sys/kernel/random/boot_id).
+ *
+ * Times are those of the monotonic clock, which goes on across a restart
+ * within a boot: a lock held since 5 s before a crash has been held for 5 s
+ * when its new powerfs starts, and a timeout whose deadline passed meanwhile
+ * expires at once.  Restoring, every field is checked: a line with a value
+ * out of range is dropped (and counted), the rest is restored.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "powerfs/state-file.h"
 
-#define FORMAT 1
-#define SAVE_EVERY_US (100 * 1000)
+#define FORMAT 2
+#define COMPACT_FACTOR 4
+#define COMPACT_MIN (64 * 1024)
+/* A name comes from one write: at most a page. */
+#define NAME_MAX_BYTES 4096
 
 struct state_file {
 	char *path;
+	char *tmp_path;
 	struct power *pw;
 	struct pf_fs *fs;
-	struct pf_timer *timer;
-	gint64 last_save;
-	gboolean dirty;
+	char boot_id[64];
+	int fd;			/* the log, O_APPEND; -1 once broken */
+	gsize log_bytes, snapshot_bytes;
+	GHashTable *dirty;	/* struct wakeup_source * that changed */
+	gboolean globals_dirty;
+	GString *out;		/* lines on their way to the file */
+	GSource *flusher;	/* writes them before the loop sleeps */
 };
 
-/* Group names carry bytes a key file cannot: lock names go in hex. */
-static char *lock_group(const char *name)
-{
-	GString *g = g_string_new("lock ");
+/* --- lines ---------------------------------------------------------------- */
 
+static void append_hex(GString *out, const char *name)
+{
 	for (const guchar *p = (const guchar *)name; *p; p++)
-		g_string_append_printf(g, "%02x", *p);
-	return g_string_free(g, FALSE);
+		g_string_append_printf(out, "%02x", *p);
 }
 
-static char *name_from_group(const char *group)
+static void append_record(GString *out, const struct wakeup_record *r)
 {
-	const char *hex = group + strlen("lock ");
-	gsize n = strlen(hex);
-	char *name;
-
-	/* A name comes from one write: at most a page. */
-	if (n == 0 || n % 2 || n / 2 > 4096)
-		return NULL;
-	name = g_malloc(n / 2 + 1);
-	for (gsize i = 0; i < n / 2; i++) {
-		int hi = g_ascii_xdigit_value(hex[2 * i]);
-		int lo = g_ascii_xdigit_value(hex[2 * i + 1]);
-
-		if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
-			g_free(name);
-			return NULL;
-		}
-		name[i] = (char)(hi << 4 | lo);
-	}
-	name[n / 2] = '\0';
-	return name;
+	g_string_append_printf(out,
+		" %d %lu %lu %lu %lu %lu %" G_GINT64_FORMAT " %" G_GINT64_FORMAT
+		" %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %" G_GINT64_FORMAT
+		" %" G_GINT64_FORMAT "\n",
+		r->active, r->active_count, r->event_count, r->relax_count,
+		r->wakeup_count, r->expire_count, r->total_time, r->max_time,
+		r->last_time, r->start_prevent_time, r->prevent_sleep_time,
+		r->expires);
 }
 
-static void save_record(GKeyFile *kf, const char *group,
-			const struct wakeup_source *ws)
+static void append_source(struct state_file *sf,
+			  const struct wakeup_source *ws)
 {
+	struct power *pw = sf->pw;
 	struct wakeup_record r;
 
 	wakeup_source_save(ws, &r);
-	g_key_file_set_uint64(kf, group, "active_count", r.active_count);
-	g_key_file_set_uint64(kf, group, "event_count", r.event_count);
-	g_key_file_set_uint64(kf, group, "wakeup_count", r.wakeup_count);
-	g_key_file_set_uint64(kf, group, "expire_count", r.expire_count);
-	g_key_file_set_int64(kf, group, "total_time_us", r.total_time);
-	g_key_file_set_int64(kf, group, "max_time_us", r.max_time);
-	g_key_file_set_int64(kf, group, "prevent_sleep_time_us",
-			     r.prevent_sleep_time);
+	if (ws == wakeup_deleted_source(pw->engine)) {
+		g_string_append(sf->out, "source deleted");
+	} else if (ws == autosleep_source(pw->autosleep)) {
+		g_string_append(sf->out, "source autosleep");
+	} else {
+		g_string_append(sf->out, "lock ");
+		append_hex(sf->out, wakeup_source_name(ws));
+	}
+	append_record(sf->out, &r);
 }
 
-static void save_lock(const struct wakeup_source *ws, gpointer data)
+static void append_owner(const char *path, mode_t mode, uid_t uid, gid_t gid,
+			 gpointer data)
 {
-	GKeyFile *kf = data;
-	g_autofree char *group = lock_group(wakeup_source_name(ws));
-
-	g_key_file_set_boolean(kf, group, "active", wakeup_source_active(ws));
-	g_key_file_set_uint64(kf, group, "timeout_ms",
-			      wakeup_source_timeout_left(ws));
-	save_record(kf, group, ws);
+	g_string_append_printf(data, "owner %s %04o %u %u\n", path, mode, uid,
+			       gid);
 }
 
-static void save_owner(const char *path, mode_t mode, uid_t uid, gid_t gid,
-		       gpointer data)
-{
-	g_autofree char *group = g_strconcat("file ", path, NULL);
-	g_autofree char *octal = g_strdup_printf("%04o", mode);
-	GKeyFile *kf = data;
-
-	g_key_file_set_string(kf, group, "mode", octal);
-	g_key_file_set_uint64(kf, group, "uid", uid);
-	g_key_file_set_uint64(kf, group, "gid", gid);
-}
-
-static void save_suspend_stats(GKeyFile *kf, const struct suspend_stats *st)
-{
-	const char *g = "suspend_stats";
-
-	g_key_file_set_integer(kf, g, "success", st->success);
-	g_key_file_set_integer(kf, g, "fail", st->fail);
-	g_key_file_set_integer(kf, g, "failed_freeze", st->failed_freeze);
-	g_key_file_set_integer(kf, g, "failed_prepare", st->failed_prepare);
-	g_key_file_set_integer(kf, g, "failed_suspend", st->failed_suspend);
-	g_key_file_set_integer(kf, g, "failed_suspend_late",
-			       st->failed_suspend_late);
-	g_key_file_set_integer(kf, g, "failed_suspend_noirq",
-			       st->failed_suspend_noirq);
-	g_key_file_set_integer(kf, g, "failed_resume", st->failed_resume);
-	g_key_file_set_integer(kf, g, "failed_resume_early",
-			       st->failed_resume_early);
-	g_key_file_set_integer(kf, g, "failed_resume_noirq",
-			       st->failed_resume_noirq);
-	g_key_file_set_integer(kf, g, "last_failed_errno",
-			       st->last_failed_errno);
-	g_key_file_set_string(kf, g, "last_failed_step",
-			      st->last_failed_step);
-}
-
-static void save(struct state_file *sf)
+static void append_globals(struct state_file *sf)
 {
 	struct power *pw = sf->pw;
-	g_autoptr(GKeyFile) kf = g_key_file_new();
-	g_autoptr(GError) error = NULL;
-	g_autofree char *data = NULL;
+	const struct suspend_stats *st = suspend_get_stats(pw->suspend);
 	enum pm_state as = autosleep_state(pw->autosleep);
-	guint count;
-	gsize len;
+	gboolean armed;
+	guint registered, saved;
 
-	wakeup_get_count(pw->engine, &count);
-	g_key_file_set_integer(kf, "powerfs", "format", FORMAT);
-	g_key_file_set_uint64(kf, "powerfs", "registered", count);
-	g_key_file_set_string(kf, "powerfs", "autosleep",
-			      as == PM_ON ? "off" : pm_state_label(as));
-	save_suspend_stats(kf, suspend_get_stats(pw->suspend));
-	save_record(kf, "source autosleep", autosleep_source(pw->autosleep));
-	save_record(kf, "source deleted", wakeup_deleted_source(pw->engine));
-	wakelocks_foreach(pw->wakelocks, save_lock, kf);
-	pf_fs_foreach_owner(sf->fs, save_owner, kf);
-
-	data = g_key_file_to_data(kf, &len, NULL);
-	if (!g_file_set_contents_full(sf->path, data, len,
-				      G_FILE_SET_CONTENTS_CONSISTENT |
-					      G_FILE_SET_CONTENTS_DURABLE,
-				      0600, &error))
-		g_warning("saving state: %s", error->message);
-	sf->last_save = pf_clock_now(pw->clock);
-	sf->dirty = FALSE;
+	wakeup_get_count(pw->engine, &registered);
+	saved = wakeup_get_handshake(pw->engine, &armed);
+	g_string_append_printf(sf->out, "counts %u %d %u\n", registered, armed,
+			       saved);
+	g_string_append_printf(sf->out, "autosleep %s\n",
+			       as == PM_ON ? "off" : pm_state_label(as));
+	g_string_append_printf(sf->out,
+			       "stats %d %d %d %d %d %d %d %d %d %d %d %s\n",
+			       st->success, st->fail, st->failed_freeze,
+			       st->failed_prepare, st->failed_suspend,
+			       st->failed_suspend_late,
+			       st->failed_suspend_noirq, st->failed_resume,
+			       st->failed_resume_early,
+			       st->failed_resume_noirq, st->last_failed_errno,
+			       *st->last_failed_step ? st->last_failed_step :
+						       "-");
+	pf_fs_foreach_owner(sf->fs, append_owner, sf->out);
 }
 
-static void save_now(gpointer data)
+/* --- writing -------------------------------------------------------------- */
+
+static void broken(struct state_file *sf, const char *what, int err)
 {
-	save(data);
+	g_warning("state file %s: %s: %s; no longer kept", sf->path, what,
+		  g_strerror(err));
+	if (sf->fd >= 0)
+		close(sf->fd);
+	sf->fd = -1;
 }
 
-static void changed(gpointer data)
+static gboolean write_all(int fd, const char *buf, gsize len)
 {
-	struct state_file *sf = data;
+	while (len) {
+		gssize n = write(fd, buf, len);
 
-	if (sf->dirty)
-		return;
-	sf->dirty = TRUE;
-	pf_timer_arm(sf->timer, MAX(pf_clock_now(sf->pw->clock),
-				    sf->last_save + SAVE_EVERY_US));
-}
-
-/* Loading: every value is checked; anything off rejects the whole file. */
-
-static gboolean get_u64(GKeyFile *kf, const char *g, const char *k,
-			guint64 max, guint64 *out, GError **error)
-{
-	g_autofree char *s = g_key_file_get_value(kf, g, k, error);
-
-	if (!s)
-		return FALSE;
-	return g_ascii_string_to_unsigned(s, 10, 0, max, out, error);
-}
-
-static gboolean get_i64(GKeyFile *kf, const char *g, const char *k,
-			gint64 min, gint64 max, gint64 *out, GError **error)
-{
-	g_autofree char *s = g_key_file_get_value(kf, g, k, error);
-
-	if (!s)
-		return FALSE;
-	return g_ascii_string_to_signed(s, 10, min, max, out, error);
-}
-
-static gboolean load_record(GKeyFile *kf, const char *g,
-			    struct wakeup_record *r, GError **error)
-{
-	guint64 ac, ec, wc, xc;
-	gint64 tt, mt, pt;
-
-	if (!get_u64(kf, g, "active_count", G_MAXULONG, &ac, error) ||
-	    !get_u64(kf, g, "event_count", G_MAXULONG, &ec, error) ||
-	    !get_u64(kf, g, "wakeup_count", G_MAXULONG, &wc, error) ||
-	    !get_u64(kf, g, "expire_count", G_MAXULONG, &xc, error) ||
-	    !get_i64(kf, g, "total_time_us", 0, G_MAXINT64, &tt, error) ||
-	    !get_i64(kf, g, "max_time_us", 0, G_MAXINT64, &mt, error) ||
-	    !get_i64(kf, g, "prevent_sleep_time_us", 0, G_MAXINT64, &pt,
-		     error)) {
-		g_prefix_error(error, "[%s]: ", g);
-		return FALSE;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return FALSE;
+		buf += n;
+		len -= n;
 	}
-	*r = (struct wakeup_record){ ac, ec, wc, xc, tt, mt, pt };
 	return TRUE;
 }
 
+static void visit_lock(const struct wakeup_source *ws, gpointer data)
+{
+	append_source(data, ws);
+}
+
+/* A file holding the whole state: the header, then every object once (the
+ * locks least recently used first, as they are to be restored). */
+static void compact(struct state_file *sf)
+{
+	struct power *pw = sf->pw;
+	int fd;
+
+	g_string_truncate(sf->out, 0);
+	g_string_append_printf(sf->out, "powerfs-state %d %s\n", FORMAT,
+			       sf->boot_id);
+	append_globals(sf);
+	append_source(sf, autosleep_source(pw->autosleep));
+	append_source(sf, wakeup_deleted_source(pw->engine));
+	wakelocks_foreach(pw->wakelocks, visit_lock, sf);
+	g_hash_table_remove_all(sf->dirty);
+	sf->globals_dirty = FALSE;
+
+	fd = open(sf->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+				       O_CLOEXEC, 0600);
+	if (fd < 0 || !write_all(fd, sf->out->str, sf->out->len) ||
+	    rename(sf->tmp_path, sf->path) < 0) {
+		int err = errno;
+
+		if (fd >= 0)
+			close(fd);
+		unlink(sf->tmp_path);
+		broken(sf, "writing", err);
+		return;
+	}
+	if (sf->fd >= 0)
+		close(sf->fd);
+	/* Appends from now on: the descriptor stays on this file. */
+	sf->fd = fd;
+	if (fcntl(fd, F_SETFL, O_APPEND) < 0)
+		g_warning("state file: O_APPEND: %s", g_strerror(errno));
+	sf->log_bytes = sf->snapshot_bytes = sf->out->len;
+	g_string_truncate(sf->out, 0);
+}
+
+void state_file_flush(struct state_file *sf)
+{
+	GHashTableIter it;
+	gpointer ws;
+
+	if (!sf || sf->fd < 0)
+		return;
+	if (!g_hash_table_size(sf->dirty) && !sf->globals_dirty &&
+	    !sf->out->len)
+		return;
+	if (sf->log_bytes > MAX(COMPACT_MIN,
+				COMPACT_FACTOR * sf->snapshot_bytes)) {
+		compact(sf);
+		return;
+	}
+	g_hash_table_iter_init(&it, sf->dirty);
+	while (g_hash_table_iter_next(&it, &ws, NULL))
+		append_source(sf, ws);
+	g_hash_table_remove_all(sf->dirty);
+	if (sf->globals_dirty)
+		append_globals(sf);
+	sf->globals_dirty = FALSE;
+	if (!write_all(sf->fd, sf->out->str, sf->out->len))
+		broken(sf, "writing", errno);
+	sf->log_bytes += sf->out->len;
+	g_string_truncate(sf->out, 0);
+}
+
+static void changed(struct wakeup_source *ws, gpointer data)
+{
+	struct state_file *sf = data;
+
+	if (sf->fd < 0)
+		return;
+	/* Every source change moves the counters too. */
+	sf->globals_dirty = TRUE;
+	if (!ws)
+		return;
+	if (!wakeup_source_unregistering(ws)) {
+		g_hash_table_add(sf->dirty, ws);
+		return;
+	}
+	/* A collected lock: said now, while its name is there. */
+	g_hash_table_remove(sf->dirty, ws);
+	g_string_append(sf->out, "gone ");
+	append_hex(sf->out, wakeup_source_name(ws));
+	g_string_append_c(sf->out, '\n');
+}
+
+/* A GSource that never dispatches: its prepare() runs before each time the
+ * main loop would sleep, and writes what the loop's own work changed. */
+struct flusher {
+	GSource source;
+	struct state_file *sf;
+};
+
+static gboolean flusher_prepare(GSource *source, gint *timeout)
+{
+	*timeout = -1;
+	state_file_flush(((struct flusher *)source)->sf);
+	return FALSE;
+}
+
+static GSourceFuncs flusher_funcs = { .prepare = flusher_prepare };
+
+/* --- reading -------------------------------------------------------------- */
+
 struct saved_lock {
 	char *name;
-	gboolean active;
-	guint32 timeout_ms;
 	struct wakeup_record rec;
+	guint64 line;		/* of its last record: the order of use */
 };
 
 static void saved_lock_free(gpointer p)
@@ -228,30 +279,90 @@ static void saved_lock_free(gpointer p)
 	g_free(l);
 }
 
-struct saved_owner {
-	char *path;
-	guint64 mode, uid, gid;
-};
-
-static void saved_owner_free(gpointer p)
-{
-	struct saved_owner *o = p;
-
-	g_free(o->path);
-	g_free(o);
-}
-
 struct saved {
-	guint64 registered;
+	gboolean have_counts, have_stats;
+	guint registered, saved;
+	gboolean armed;
 	enum pm_state autosleep;
 	struct suspend_stats stats;
-	char *last_failed_step;
+	char step[32];
 	struct wakeup_record autosleep_rec, deleted_rec;
-	GPtrArray *locks;	/* struct saved_lock */
-	GPtrArray *owners;	/* struct saved_owner */
+	gboolean have_autosleep_rec, have_deleted_rec;
+	GHashTable *locks;	/* name -> struct saved_lock */
+	GHashTable *owners;	/* path -> "mode uid gid" */
+	guint dropped;		/* lines with a value out of range */
 };
 
-static gboolean parse_stats(GKeyFile *kf, struct saved *sv, GError **error)
+static gboolean to_u64(const char *s, guint64 max, guint64 *out)
+{
+	return s && g_ascii_string_to_unsigned(s, 10, 0, max, out, NULL);
+}
+
+static gboolean to_i64(const char *s, gint64 min, gint64 max, gint64 *out)
+{
+	return s && g_ascii_string_to_signed(s, 10, min, max, out, NULL);
+}
+
+/* Hex name, 1 to NAME_MAX_BYTES bytes, no NUL. */
+static char *name_from_hex(const char *hex)
+{
+	gsize n = hex ? strlen(hex) : 0;
+	char *name;
+
+	if (n == 0 || n % 2 || n / 2 > NAME_MAX_BYTES)
+		return NULL;
+	name = g_malloc(n / 2 + 1);
+	for (gsize i = 0; i < n / 2; i++) {
+		int hi = g_ascii_xdigit_value(hex[2 * i]);
+		int lo = g_ascii_xdigit_value(hex[2 * i + 1]);
+
+		if (hi < 0 || lo < 0 || (hi | lo) == 0) {
+			g_free(name);
+			return NULL;
+		}
+		name[i] = (char)(hi << 4 | lo);
+	}
+	name[n / 2] = '\0';
+	return name;
+}
+
+/* A source's fields, each within what this boot's clock allows: times are
+ * never past now (a deadline at most 2^32 ms ahead), durations never
+ * longer than the time since boot. */
+static gboolean parse_record(char **f, gint64 now, struct wakeup_record *r)
+{
+	guint64 u[6];
+	gint64 t[6];
+
+	for (int i = 0; i < 6; i++)
+		if (!to_u64(f[i], i == 0 ? 1 : G_MAXULONG, &u[i]))
+			return FALSE;
+	for (int i = 0; i < 6; i++)
+		if (!to_i64(f[6 + i], 0,
+			    i == 5 ? now + (gint64)G_MAXUINT32 * 1000 : now,
+			    &t[i]))
+			return FALSE;
+	if (f[12] || t[1] > t[0])	/* max_time <= total_time */
+		return FALSE;
+	*r = (struct wakeup_record){
+		.active = u[0], .active_count = u[1], .event_count = u[2],
+		.relax_count = u[3], .wakeup_count = u[4],
+		.expire_count = u[5], .total_time = t[0], .max_time = t[1],
+		.last_time = t[2], .start_prevent_time = t[3],
+		.prevent_sleep_time = t[4], .expires = t[5],
+	};
+	return TRUE;
+}
+
+static enum pm_state state_from_label(const char *s)
+{
+	for (enum pm_state st = PM_FREEZE; st < PM_NR_STATES; st++)
+		if (!g_strcmp0(s, pm_state_label(st)))
+			return st;
+	return PM_ON;
+}
+
+static gboolean parse_stats(char **f, struct saved *sv)
 {
 	int *fields[] = {
 		&sv->stats.success, &sv->stats.fail,
@@ -261,158 +372,215 @@ static gboolean parse_stats(GKeyFile *kf, struct saved *sv, GError **error)
 		&sv->stats.failed_resume_early, &sv->stats.failed_resume_noirq,
 		&sv->stats.last_failed_errno,
 	};
-	static const char *const keys[] = {
-		"success", "fail", "failed_freeze", "failed_prepare",
-		"failed_suspend", "failed_suspend_late", "failed_suspend_noirq",
-		"failed_resume", "failed_resume_early", "failed_resume_noirq",
-		"last_failed_errno",
-	};
 
-	for (gsize i = 0; i < G_N_ELEMENTS(keys); i++) {
+	for (gsize i = 0; i < G_N_ELEMENTS(fields); i++) {
 		gint64 v;
 
-		if (!get_i64(kf, "suspend_stats", keys[i], G_MININT,
-			     G_MAXINT, &v, error))
+		if (!to_i64(f[i], i == 10 ? -4095 : 0, i == 10 ? 0 : G_MAXINT,
+			    &v))
 			return FALSE;
 		*fields[i] = (int)v;
 	}
-	sv->last_failed_step = g_key_file_get_string(kf, "suspend_stats",
-						     "last_failed_step", error);
-	return sv->last_failed_step != NULL;
+	if (!f[11] || f[12] || strlen(f[11]) >= sizeof(sv->step))
+		return FALSE;
+	g_strlcpy(sv->step, strcmp(f[11], "-") ? f[11] : "",
+		  sizeof(sv->step));
+	return TRUE;
 }
 
-static enum pm_state parse_state(const char *s)
+/* One line of the log; FALSE if a value is out of range (dropped). */
+static gboolean parse_line(struct saved *sv, char *line, guint64 lineno,
+			   gint64 now)
 {
-	for (enum pm_state st = PM_FREEZE; st < PM_NR_STATES; st++)
-		if (!g_strcmp0(s, pm_state_label(st)))
-			return st;
-	return PM_ON;
-}
+	g_auto(GStrv) f = g_strsplit(line, " ", -1);
+	const char *kind = f[0];
 
-static gboolean parse(GKeyFile *kf, struct saved *sv, GError **error)
-{
-	g_auto(GStrv) groups = g_key_file_get_groups(kf, NULL);
-	g_autofree char *as = NULL;
-	gint64 format;
+	if (!g_strcmp0(kind, "counts")) {
+		guint64 reg, armed, saved;
 
-	if (!get_i64(kf, "powerfs", "format", 0, G_MAXINT, &format, error))
-		return FALSE;
-	if (format != FORMAT) {
-		g_set_error(error, G_KEY_FILE_ERROR,
-			    G_KEY_FILE_ERROR_INVALID_VALUE,
-			    "unknown format %" G_GINT64_FORMAT, format);
-		return FALSE;
-	}
-	if (!get_u64(kf, "powerfs", "registered", G_MAXUINT, &sv->registered,
-		     error))
-		return FALSE;
-	as = g_key_file_get_string(kf, "powerfs", "autosleep", error);
-	if (!as)
-		return FALSE;
-	sv->autosleep = parse_state(as);
-	if (sv->autosleep == PM_ON && strcmp(as, "off")) {
-		g_set_error(error, G_KEY_FILE_ERROR,
-			    G_KEY_FILE_ERROR_INVALID_VALUE,
-			    "bad autosleep \"%s\"", as);
-		return FALSE;
-	}
-	if (!parse_stats(kf, sv, error) ||
-	    !load_record(kf, "source autosleep", &sv->autosleep_rec, error) ||
-	    !load_record(kf, "source deleted", &sv->deleted_rec, error))
-		return FALSE;
-	for (guint i = 0; groups[i]; i++) {
-		const char *g = groups[i];
+		if (!to_u64(f[1], G_MAXUINT, &reg) || !to_u64(f[2], 1, &armed) ||
+		    !to_u64(f[3], G_MAXUINT, &saved) || f[4])
+			return FALSE;
+		sv->have_counts = TRUE;
+		sv->registered = reg;
+		sv->armed = armed;
+		sv->saved = saved;
+	} else if (!g_strcmp0(kind, "autosleep")) {
+		enum pm_state st = state_from_label(f[1]);
 
-		if (g_str_has_prefix(g, "lock ")) {
-			struct saved_lock *l = g_new0(struct saved_lock, 1);
-			guint64 t;
+		if ((st == PM_ON && g_strcmp0(f[1], "off")) || f[2])
+			return FALSE;
+		sv->autosleep = st;
+	} else if (!g_strcmp0(kind, "stats")) {
+		if (!parse_stats(f + 1, sv))
+			return FALSE;
+		sv->have_stats = TRUE;
+	} else if (!g_strcmp0(kind, "owner")) {
+		guint64 mode, uid, gid;
 
-			g_ptr_array_add(sv->locks, l);
-			l->name = name_from_group(g);
-			if (!l->name) {
-				g_set_error(error, G_KEY_FILE_ERROR,
-					    G_KEY_FILE_ERROR_INVALID_VALUE,
-					    "bad lock name in [%s]", g);
-				return FALSE;
-			}
-			l->active = g_key_file_get_boolean(kf, g, "active",
-							   error);
-			if ((error && *error) ||
-			    !get_u64(kf, g, "timeout_ms", G_MAXUINT32, &t,
-				     error) ||
-			    !load_record(kf, g, &l->rec, error))
-				return FALSE;
-			l->timeout_ms = (guint32)t;
-		} else if (g_str_has_prefix(g, "file ")) {
-			struct saved_owner *o = g_new0(struct saved_owner, 1);
-			g_autofree char *mode = NULL;
+		if (!f[1] || !g_ascii_string_to_unsigned(f[2] ? f[2] : "", 8, 0,
+							 07777, &mode, NULL) ||
+		    !to_u64(f[3], G_MAXUINT32 - 1, &uid) ||
+		    !to_u64(f[4], G_MAXUINT32 - 1, &gid) || f[5])
+			return FALSE;
+		g_hash_table_insert(sv->owners, g_strdup(f[1]),
+				    g_strdup_printf("%s %s %s", f[2], f[3],
+						    f[4]));
+	} else if (!g_strcmp0(kind, "source") && f[1]) {
+		gboolean deleted = !strcmp(f[1], "deleted");
+		struct wakeup_record *r = deleted ? &sv->deleted_rec :
+						    &sv->autosleep_rec;
 
-			g_ptr_array_add(sv->owners, o);
-			o->path = g_strdup(g + strlen("file "));
-			mode = g_key_file_get_string(kf, g, "mode", error);
-			if (!mode ||
-			    !g_ascii_string_to_unsigned(mode, 8, 0, 07777,
-							&o->mode, error) ||
-			    !get_u64(kf, g, "uid", G_MAXUINT32 - 1, &o->uid,
-				     error) ||
-			    !get_u64(kf, g, "gid", G_MAXUINT32 - 1, &o->gid,
-				     error))
-				return FALSE;
+		if ((!deleted && strcmp(f[1], "autosleep")) ||
+		    !parse_record(f + 2, now, r))
+			return FALSE;
+		*(deleted ? &sv->have_deleted_rec : &sv->have_autosleep_rec) =
+			TRUE;
+	} else if (!g_strcmp0(kind, "lock")) {
+		struct saved_lock *l = g_new0(struct saved_lock, 1);
+
+		l->name = name_from_hex(f[1]);
+		l->line = lineno;
+		if (!l->name || !parse_record(f + 2, now, &l->rec)) {
+			saved_lock_free(l);
+			return FALSE;
 		}
+		g_hash_table_replace(sv->locks, l->name, l);
+	} else if (!g_strcmp0(kind, "gone")) {
+		g_autofree char *name = name_from_hex(f[1]);
+
+		if (!name || f[2])
+			return FALSE;
+		g_hash_table_remove(sv->locks, name);
+	} else {
+		return FALSE;
 	}
 	return TRUE;
+}
+
+static gint by_line(gconstpointer a, gconstpointer b)
+{
+	const struct saved_lock *x = *(struct saved_lock *const *)a;
+	const struct saved_lock *y = *(struct saved_lock *const *)b;
+
+	return x->line < y->line ? -1 : x->line > y->line;
+}
+
+static void restore_owners(struct state_file *sf, struct saved *sv)
+{
+	GHashTableIter it;
+	gpointer path, value;
+
+	g_hash_table_iter_init(&it, sv->owners);
+	while (g_hash_table_iter_next(&it, &path, &value)) {
+		guint mode, uid, gid;
+
+		if (sscanf(value, "%o %u %u", &mode, &uid, &gid) == 3 &&
+		    !pf_fs_set_owner(sf->fs, path, mode, uid, gid))
+			g_warning("state file: no file %s here",
+				  (const char *)path);
+	}
 }
 
 static void apply(struct state_file *sf, struct saved *sv)
 {
 	struct power *pw = sf->pw;
-	struct suspend_stats stats = sv->stats;
-	guint restored = 0;
+	g_autoptr(GPtrArray) locks = g_ptr_array_new();
+	guint held = 0, restored = 0, refused = 0;
+	GHashTableIter it;
+	gpointer l;
 
-	for (guint i = 0; i < sv->owners->len; i++) {
-		struct saved_owner *o = sv->owners->pdata[i];
+	g_hash_table_iter_init(&it, sv->locks);
+	while (g_hash_table_iter_next(&it, NULL, &l))
+		g_ptr_array_add(locks, l);
 
-		if (!pf_fs_set_owner(sf->fs, o->path, o->mode, o->uid, o->gid))
-			g_warning("state file: no file %s here", o->path);
+	restore_owners(sf, sv);
+	/* The setting first: it decides how the sources count
+	 * prevent_suspend_time. */
+	if (sv->autosleep != PM_ON) {
+		if (suspend_valid_states(pw->suspend) &
+		    PM_STATE_BIT(sv->autosleep))
+			autosleep_restore_state(pw->autosleep, sv->autosleep);
+		else
+			g_warning("state file: autosleep %s is not possible "
+				  "here", pm_state_label(sv->autosleep));
 	}
-	if (sv->autosleep != PM_ON &&
-	    autosleep_set_state(pw->autosleep, sv->autosleep, NULL, NULL))
-		g_warning("state file: autosleep %s is not possible here",
-			  pm_state_label(sv->autosleep));
-	for (guint i = 0; i < sv->locks->len; i++) {
-		struct saved_lock *l = sv->locks->pdata[i];
-		struct wakeup_source *ws;
-		int err;
+	if (sv->have_autosleep_rec)
+		wakeup_source_load(autosleep_source(pw->autosleep),
+				   &sv->autosleep_rec);
+	if (sv->have_deleted_rec)
+		wakeup_source_load(wakeup_deleted_source(pw->engine),
+				   &sv->deleted_rec);
+	g_ptr_array_sort(locks, by_line);
+	for (guint i = 0; i < locks->len; i++) {
+		struct saved_lock *saved = locks->pdata[i];
+		struct wakeup_source *ws = wakelocks_restore(pw->wakelocks,
+							     saved->name);
 
-		ws = wakelocks_restore(pw->wakelocks, l->name, l->active,
-				       l->timeout_ms, &err);
 		if (!ws) {
-			g_warning("state file: wake lock %s dropped: %s",
-				  l->name, g_strerror(-err));
+			refused++;
 			continue;
 		}
-		wakeup_source_load(ws, &l->rec);
-		restored += l->active;
+		wakeup_source_load(ws, &saved->rec);
+		restored++;
+		held += saved->rec.active;
 	}
-	wakeup_source_load(autosleep_source(pw->autosleep), &sv->autosleep_rec);
-	wakeup_source_load(wakeup_deleted_source(pw->engine), &sv->deleted_rec);
-	stats.last_failed_step = sv->last_failed_step;
-	suspend_load_stats(pw->suspend, &stats);
-	wakeup_set_count(pw->engine, (guint)sv->registered);
+	if (sv->have_stats) {
+		sv->stats.last_failed_step = sv->step;
+		suspend_load_stats(pw->suspend, &sv->stats);
+	}
+	if (sv->have_counts)
+		wakeup_restore_counts(pw->engine, sv->registered, sv->armed,
+				      sv->saved);
 	g_message("state file %s: restored %u wake locks (%u held), "
-		  "autosleep %s", sf->path, sv->locks->len, restored,
+		  "autosleep %s, handshake %s; dropped %u lines with a value "
+		  "out of range, %u locks over the limit",
+		  sf->path, restored, held,
 		  sv->autosleep == PM_ON ? "off" :
-					   pm_state_label(sv->autosleep));
+					   pm_state_label(sv->autosleep),
+		  sv->armed ? "armed" : "not armed", sv->dropped, refused);
+}
+
+/* The file as it is, or NULL (and why).  Not through a symbolic link, and
+ * not a FIFO (main.c refuses those at start, but the file may change). */
+static char *read_log(const char *path, gsize *len, GError **error)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	g_autoptr(GString) text = g_string_new(NULL);
+	struct stat st;
+	char buf[65536];
+	gssize n;
+
+	if (fd < 0) {
+		g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno),
+			    "%s", g_strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+			    "not a regular file");
+		return NULL;
+	}
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		g_string_append_len(text, buf, n);
+	close(fd);
+	*len = text->len;
+	return g_string_free(g_steal_pointer(&text), FALSE);
 }
 
 static void restore(struct state_file *sf)
 {
-	g_autoptr(GKeyFile) kf = g_key_file_new();
 	g_autoptr(GError) error = NULL;
+	g_autofree char *text = NULL;
+	g_auto(GStrv) lines = NULL;
+	g_autofree char *header = NULL;
 	struct saved sv = { 0 };
+	gint64 now = pf_clock_now(sf->pw->clock);
+	gsize len = 0;
 
-	if (!g_key_file_load_from_file(kf, sf->path, G_KEY_FILE_NONE,
-				       &error)) {
+	text = read_log(sf->path, &len, &error);
+	if (!text) {
 		if (g_error_matches(error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
 			g_message("state file %s: none yet, starting clean",
 				  sf->path);
@@ -421,16 +589,46 @@ static void restore(struct state_file *sf)
 				  sf->path, error->message);
 		return;
 	}
-	sv.locks = g_ptr_array_new_with_free_func(saved_lock_free);
-	sv.owners = g_ptr_array_new_with_free_func(saved_owner_free);
-	if (parse(kf, &sv, &error))
-		apply(sf, &sv);
+	lines = g_strsplit(text, "\n", -1);
+	header = g_strdup_printf("powerfs-state %d %s", FORMAT, sf->boot_id);
+	if (g_strcmp0(lines[0], header)) {
+		g_autofree char *format = g_strdup_printf("powerfs-state %d ",
+							  FORMAT);
+
+		if (lines[0] && g_str_has_prefix(lines[0], format))
+			g_message("state file %s is from another boot: "
+				  "starting clean, as the kernel does (no "
+				  "lock, setting or statistic kept)", sf->path);
+		else
+			g_warning("state file %s unusable, starting clean: not "
+				  "a powerfs %d state file", sf->path, FORMAT);
+		return;
+	}
+	sv.locks = g_hash_table_new_full(g_str_hash, g_str_equal, NULL,
+					 saved_lock_free);
+	sv.owners = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+					  g_free);
+	/* The last line may be cut short by a crash: not an error. */
+	for (guint i = 1; lines[0] && lines[i]; i++)
+		if (*lines[i] && !parse_line(&sv, lines[i], i, now) &&
+		    lines[i + 1])
+			sv.dropped++;
+	apply(sf, &sv);
+	g_hash_table_unref(sv.locks);
+	g_hash_table_unref(sv.owners);
+}
+
+/* --- life ----------------------------------------------------------------- */
+
+static void read_boot_id(char *out, gsize size)
+{
+	g_autofree char *text = NULL;
+
+	if (g_file_get_contents("/proc/sys/kernel/random/boot_id", &text,
+				NULL, NULL))
+		g_strlcpy(out, g_strstrip(text), size);
 	else
-		g_warning("state file %s unusable, starting clean: %s",
-			  sf->path, error->message);
-	g_ptr_array_unref(sv.locks);
-	g_ptr_array_unref(sv.owners);
-	g_free(sv.last_failed_step);
+		g_strlcpy(out, "unknown", size);
 }
 
 struct state_file *state_file_open(const char *path, struct power *pw,
@@ -439,12 +637,22 @@ struct state_file *state_file_open(const char *path, struct power *pw,
 	struct state_file *sf = g_new0(struct state_file, 1);
 
 	sf->path = g_strdup(path);
+	sf->tmp_path = g_strconcat(path, ".tmp", NULL);
 	sf->pw = pw;
 	sf->fs = fs;
-	sf->timer = pf_timer_new(pw->clock, save_now, sf);
+	sf->fd = -1;
+	sf->dirty = g_hash_table_new(g_direct_hash, g_direct_equal);
+	sf->out = g_string_new(NULL);
+	read_boot_id(sf->boot_id, sizeof(sf->boot_id));
+	/* A snapshot a crash cut short. */
+	unlink(sf->tmp_path);
 	restore(sf);
+	compact(sf);
 	wakeup_set_change_hook(pw->engine, changed, sf);
-	save(sf);
+	sf->flusher = g_source_new(&flusher_funcs, sizeof(struct flusher));
+	((struct flusher *)sf->flusher)->sf = sf;
+	g_source_set_name(sf->flusher, "powerfs state file");
+	g_source_attach(sf->flusher, NULL);
 	return sf;
 }
 
@@ -453,8 +661,14 @@ void state_file_close(struct state_file *sf)
 	if (!sf)
 		return;
 	wakeup_set_change_hook(sf->pw->engine, NULL, NULL);
-	save(sf);
-	pf_timer_free(sf->timer);
+	g_source_destroy(sf->flusher);
+	g_source_unref(sf->flusher);
+	state_file_flush(sf);
+	if (sf->fd >= 0)
+		close(sf->fd);
+	g_hash_table_unref(sf->dirty);
+	g_string_free(sf->out, TRUE);
+	g_free(sf->tmp_path);
 	g_free(sf->path);
 	g_free(sf);
 }

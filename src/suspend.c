@@ -129,7 +129,7 @@ static void system_resumed(int error, gpointer data)
 		s->stats.success++;
 		g_message("the system resumed");
 	}
-	wakeup_notify_changed(s->engine);
+	wakeup_notify_changed(s->engine, NULL);
 }
 
 void suspend_when_sleeping(struct suspend *s, wakeup_func func,
@@ -250,7 +250,7 @@ static void on_wakeup_event(gpointer data)
 /* Every attempt ends here: it ends the handshake and counts in the stats. */
 static void attempt_finished(struct suspend *s, int error)
 {
-	wakeup_notify_changed(s->engine);
+	wakeup_notify_changed(s->engine, NULL);
 	s->sleeping = FALSE;
 	s->sleeping_func = NULL;
 	wakeup_set_event_hook(s->engine, NULL, NULL);
@@ -289,7 +289,7 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 	if (wakeup_pending(s->engine)) {
 		wakeup_end_handshake(s->engine);
 		record_failure(s, -EBUSY, "freeze");
-		wakeup_notify_changed(s->engine);
+		wakeup_notify_changed(s->engine, NULL);
 		g_message("suspend to %s aborted: wakeup event pending",
 		       pm_state_label(state));
 		return -EBUSY;

@@ -79,6 +79,19 @@ static struct wakelock *lookup(const struct wakelocks *wls, const char *name,
 	return g_hash_table_lookup(wls->by_name, key);
 }
 
+static struct wakelock *wakelock_new(struct wakelocks *wls, const char *name,
+				     gsize len)
+{
+	struct wakelock *wl = g_new0(struct wakelock, 1);
+
+	wl->ws = wakeup_source_register(wls->engine, name, len);
+	wl->lru.data = wl;
+	g_queue_push_head_link(&wls->lru, &wl->lru);
+	g_hash_table_insert(wls->by_name, (gpointer)wakeup_source_name(wl->ws),
+			    wl);
+	return wl;
+}
+
 static void mark_used(struct wakelocks *wls, struct wakelock *wl)
 {
 	g_queue_unlink(&wls->lru, &wl->lru);
@@ -93,12 +106,7 @@ int wakelocks_lock(struct wakelocks *wls, const char *name, gsize len,
 	if (!wl) {
 		if (wls->limit && g_hash_table_size(wls->by_name) >= wls->limit)
 			return -ENOSPC;
-		wl = g_new0(struct wakelock, 1);
-		wl->ws = wakeup_source_register(wls->engine, name, len);
-		wl->lru.data = wl;
-		g_queue_push_head_link(&wls->lru, &wl->lru);
-		g_hash_table_insert(wls->by_name,
-				    (gpointer)wakeup_source_name(wl->ws), wl);
+		wl = wakelock_new(wls, name, len);
 	}
 	if (timeout_ns) {
 		/* Round up to whole milliseconds.  Deviation: the kernel's
@@ -197,18 +205,16 @@ void wakelocks_foreach(const struct wakelocks *wls, wakeup_source_visit visit,
 }
 
 struct wakeup_source *wakelocks_restore(struct wakelocks *wls,
-					const char *name, gboolean active,
-					guint32 timeout_ms, int *error)
+					const char *name)
 {
 	gsize len = strlen(name);
-	struct wakelock *wl;
+	struct wakelock *wl = lookup(wls, name, len);
 
-	*error = wakelocks_lock(wls, name, len,
-				active ? (guint64)timeout_ms * 1000000 : 0);
-	if (*error)
-		return NULL;
-	wl = lookup(wls, name, len);
-	if (!active)
-		wakeup_source_relax(wl->ws);
+	if (!wl) {
+		if (wls->limit && g_hash_table_size(wls->by_name) >= wls->limit)
+			return NULL;
+		wl = wakelock_new(wls, name, len);
+	}
+	mark_used(wls, wl);
 	return wl->ws;
 }

@@ -21,6 +21,7 @@ struct wakeup_source {
 	GList link;		/* in engine->sources, newest first */
 	guint id;		/* lowest free at registration (IDA) */
 	guint64 serial;		/* never reused: identifies the object */
+	gboolean unregistering;
 	GSequenceIter *timer_node;	/* in engine->timeouts, if armed */
 	gint64 timer_expires;	/* 0 = no timeout armed */
 	gint64 total_time, max_time, last_time;
@@ -58,7 +59,7 @@ struct wakeup_engine {
 	gpointer event_hook_data;
 	wakeup_func activity_hook;
 	gpointer activity_hook_data;
-	wakeup_func change_hook;
+	wakeup_change_func change_hook;
 	gpointer change_hook_data;
 };
 
@@ -126,7 +127,7 @@ struct wakeup_source *wakeup_source_register(struct wakeup_engine *e,
 		ws->id++;
 	e->id_hint = ws->id + 1;
 	g_hash_table_insert(e->by_id, GUINT_TO_POINTER(ws->id), ws);
-	wakeup_notify_changed(e);
+	wakeup_notify_changed(e, ws);
 	return ws;
 }
 
@@ -158,9 +159,17 @@ void wakeup_source_unregister(struct wakeup_source *ws)
 	g_hash_table_remove(e->by_id, GUINT_TO_POINTER(ws->id));
 	e->id_hint = MIN(e->id_hint, ws->id);
 	e->row_bytes_bound -= row_bound(ws->name);
+	/* Said while the source can still be looked at, for the last time. */
+	ws->unregistering = TRUE;
+	wakeup_notify_changed(e, ws);
+	wakeup_notify_changed(e, &e->deleted);
 	g_free(ws->name);
 	g_free(ws);
-	wakeup_notify_changed(e);
+}
+
+gboolean wakeup_source_unregistering(const struct wakeup_source *ws)
+{
+	return ws->unregistering;
 }
 
 const char *wakeup_source_name(const struct wakeup_source *ws)
@@ -238,7 +247,7 @@ static void timeout_arm(struct wakeup_source *ws, gint64 expires)
 						  by_deadline, NULL);
 	if (ws->timer_node == g_sequence_get_begin_iter(e->timeouts))
 		pf_timer_arm(e->timeout_timer, expires);
-	wakeup_notify_changed(e);
+	wakeup_notify_changed(e, ws);
 }
 
 static void wake_waiters_later(struct wakeup_engine *e)
@@ -258,7 +267,7 @@ static void source_activate(struct wakeup_source *ws)
 		ws->start_prevent_time = ws->last_time;
 	if (e->in_progress++ == 0 && e->activity_hook)
 		e->activity_hook(e->activity_hook_data);
-	wakeup_notify_changed(e);
+	wakeup_notify_changed(e, ws);
 }
 
 static void source_deactivate(struct wakeup_source *ws)
@@ -283,7 +292,7 @@ static void source_deactivate(struct wakeup_source *ws)
 		if (e->activity_hook)
 			e->activity_hook(e->activity_hook_data);
 	}
-	wakeup_notify_changed(e);
+	wakeup_notify_changed(e, ws);
 }
 
 static void report_event(struct wakeup_source *ws)
@@ -295,6 +304,8 @@ static void report_event(struct wakeup_source *ws)
 		ws->wakeup_count++;
 	if (!ws->active)
 		source_activate(ws);
+	else
+		wakeup_notify_changed(e, ws);
 	if (e->event_hook)
 		e->event_hook(e->event_hook_data);
 }
@@ -339,8 +350,8 @@ static void timeouts_expire(gpointer data)
 			pf_timer_arm(e->timeout_timer, ws->timer_expires);
 			return;
 		}
-		source_deactivate(ws);	/* disarms, removing it */
 		ws->expire_count++;
+		source_deactivate(ws);	/* disarms, removing it */
 	}
 }
 
@@ -360,6 +371,7 @@ gboolean wakeup_save_count(struct wakeup_engine *e, guint count)
 	e->events_check_enabled = count == e->registered && !e->in_progress;
 	if (e->events_check_enabled)
 		e->saved_count = count;
+	wakeup_notify_changed(e, NULL);
 	return e->events_check_enabled;
 }
 
@@ -371,12 +383,17 @@ gboolean wakeup_pending(struct wakeup_engine *e)
 		return FALSE;
 	pending = e->registered != e->saved_count || e->in_progress;
 	e->events_check_enabled = !pending;
+	if (pending)
+		wakeup_notify_changed(e, NULL);
 	return pending;
 }
 
 void wakeup_end_handshake(struct wakeup_engine *e)
 {
+	if (!e->events_check_enabled)
+		return;
 	e->events_check_enabled = FALSE;
+	wakeup_notify_changed(e, NULL);
 }
 
 /* Deviation: the kernel only counts sources that existed when autosleep was
@@ -622,41 +639,54 @@ void wakeup_foreach_source(const struct wakeup_engine *e,
 		visit(l->data, data);
 }
 
-/* The current activation is included up to now: a restored source starts
- * a new one, so nothing is counted twice. */
+/* The source exactly as it is: within one boot the monotonic clock goes on
+ * across a restart of powerfs, so the times stay true as they are. */
 void wakeup_source_save(const struct wakeup_source *ws,
 			struct wakeup_record *rec)
 {
-	struct wakeup_engine *e = ws->engine;
-	gint64 total = ws->total_time, max = ws->max_time;
-	gint64 prevent = ws->prevent_sleep_time;
-
-	if (ws->active) {
-		gint64 now = pf_clock_now(e->clock);
-
-		total += now - ws->last_time;
-		max = MAX(max, now - ws->last_time);
-		if (e->autosleep)
-			prevent += now - ws->start_prevent_time;
-	}
 	*rec = (struct wakeup_record){
-		ws->active_count, ws->event_count, ws->wakeup_count,
-		ws->expire_count, total, max, prevent,
+		.active = ws->active,
+		.active_count = ws->active_count,
+		.event_count = ws->event_count,
+		.relax_count = ws->relax_count,
+		.wakeup_count = ws->wakeup_count,
+		.expire_count = ws->expire_count,
+		.total_time = ws->total_time,
+		.max_time = ws->max_time,
+		.last_time = ws->last_time,
+		.start_prevent_time = ws->start_prevent_time,
+		.prevent_sleep_time = ws->prevent_sleep_time,
+		.expires = ws->timer_expires,
 	};
 }
 
+/* Onto a source that is inactive, as a freshly registered one is. */
 void wakeup_source_load(struct wakeup_source *ws,
 			const struct wakeup_record *rec)
 {
+	struct wakeup_engine *e = ws->engine;
+
+	g_return_if_fail(!ws->active);
 	ws->active_count = rec->active_count;
-	ws->relax_count = rec->active_count - (ws->active ? 1 : 0);
 	ws->event_count = rec->event_count;
+	ws->relax_count = rec->relax_count;
 	ws->wakeup_count = rec->wakeup_count;
 	ws->expire_count = rec->expire_count;
 	ws->total_time = rec->total_time;
 	ws->max_time = rec->max_time;
+	ws->last_time = rec->last_time;
+	ws->start_prevent_time = rec->start_prevent_time;
 	ws->prevent_sleep_time = rec->prevent_sleep_time;
-	wakeup_notify_changed(ws->engine);
+	if (rec->active && ws != &e->deleted) {
+		ws->active = TRUE;
+		if (e->in_progress++ == 0 && e->activity_hook)
+			e->activity_hook(e->activity_hook_data);
+		/* A deadline that passed while powerfs was away expires at
+		 * the next loop iteration, counted as an expiry. */
+		if (rec->expires)
+			timeout_arm(ws, rec->expires);
+	}
+	wakeup_notify_changed(e, ws);
 }
 
 struct wakeup_source *wakeup_deleted_source(struct wakeup_engine *e)
@@ -675,22 +705,30 @@ guint32 wakeup_source_timeout_left(const struct wakeup_source *ws)
 	return (guint32)MAX((left + 999) / 1000, 1);
 }
 
-void wakeup_set_count(struct wakeup_engine *e, guint count)
+guint wakeup_get_handshake(const struct wakeup_engine *e, gboolean *armed)
 {
-	e->registered = count;
-	e->events_check_enabled = FALSE;
-	wakeup_notify_changed(e);
+	*armed = e->events_check_enabled;
+	return e->saved_count;
 }
 
-void wakeup_set_change_hook(struct wakeup_engine *e, wakeup_func func,
+void wakeup_restore_counts(struct wakeup_engine *e, guint registered,
+			   gboolean armed, guint saved)
+{
+	e->registered = registered;
+	e->events_check_enabled = armed;
+	e->saved_count = saved;
+	wakeup_notify_changed(e, NULL);
+}
+
+void wakeup_set_change_hook(struct wakeup_engine *e, wakeup_change_func func,
 			    gpointer data)
 {
 	e->change_hook = func;
 	e->change_hook_data = data;
 }
 
-void wakeup_notify_changed(struct wakeup_engine *e)
+void wakeup_notify_changed(struct wakeup_engine *e, struct wakeup_source *ws)
 {
 	if (e->change_hook)
-		e->change_hook(e->change_hook_data);
+		e->change_hook(ws, e->change_hook_data);
 }

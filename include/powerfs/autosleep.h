@@ -27,4 +27,8 @@ enum pm_state autosleep_state(const struct autosleep *as);
 int autosleep_set_state(struct autosleep *as, enum pm_state state,
 			backend_done_func done, gpointer data);
 
+/* At start, the setting a previous run of powerfs left (state-file.c):
+ * no event, no waiting for the transition lock. */
+void autosleep_restore_state(struct autosleep *as, enum pm_state state);
+
 #endif

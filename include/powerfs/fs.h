@@ -29,6 +29,11 @@ void pf_fs_foreach_owner(struct pf_fs *fs, pf_fs_owner_visit visit,
 gboolean pf_fs_set_owner(struct pf_fs *fs, const char *path, mode_t mode,
 			 uid_t uid, gid_t gid);
 
+/* func runs before a write or a setattr is answered (the state file writes
+ * what the request changed: a crash after the answer must not lose it). */
+void pf_fs_set_before_reply(struct pf_fs *fs, wakeup_func func,
+			    gpointer data);
+
 /* --owner: give the files that take writes to uid:gid. */
 void pf_fs_chown_writable(struct pf_fs *fs, uid_t uid, gid_t gid);
 

@@ -8,11 +8,13 @@
 
 struct state_file;
 
-/* Restores what path holds (a missing file is a clean start; a corrupt one
- * is reported and ignored), then saves whenever something changes, at most
- * every 100 ms, and at pf_state_file_close(). */
+/* Restores what path holds if it was written during this boot (a missing
+ * file, one of another boot: a clean start; a line with a value out of
+ * range is dropped), then logs every change: see state-file.c. */
 struct state_file *state_file_open(const char *path, struct power *pw,
 				   struct pf_fs *fs);
+/* Writes what changed, before a request that changed it is answered. */
+void state_file_flush(struct state_file *sf);
 void state_file_close(struct state_file *sf);
 
 #endif

@@ -31,10 +31,9 @@ guint wakelocks_count(const struct wakelocks *wls);
 /* The locks' sources, least recently used first (for saving them). */
 void wakelocks_foreach(const struct wakelocks *wls, wakeup_source_visit visit,
 		       gpointer data);
-/* Recreate a saved lock: active with a timeout of timeout_ms (0 = none), or
- * inactive.  NULL (and the errno in *error) if the limit refuses it. */
+/* Recreate a saved lock, inactive and without an event (its state is
+ * loaded next), as the most recently used; NULL if the limit is reached. */
 struct wakeup_source *wakelocks_restore(struct wakelocks *wls,
-					const char *name, gboolean active,
-					guint32 timeout_ms, int *error);
+					const char *name);
 
 #endif

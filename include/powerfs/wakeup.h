@@ -22,8 +22,11 @@ void wakeup_engine_free(struct wakeup_engine *engine);
 /* Sources.  The name is copied (len bytes, need not be NUL-terminated). */
 struct wakeup_source *wakeup_source_register(struct wakeup_engine *engine,
 					     const char *name, gsize len);
-/* Relaxes the source, adds its statistics to the "deleted" row, frees it. */
+/* Relaxes the source, adds its statistics to the "deleted" row, frees it.
+ * The change hook is called for it one last time, and then
+ * wakeup_source_unregistering() is TRUE. */
 void wakeup_source_unregister(struct wakeup_source *ws);
+gboolean wakeup_source_unregistering(const struct wakeup_source *ws);
 
 const char *wakeup_source_name(const struct wakeup_source *ws);
 /* The source's number, the lowest free at registration and free again once
@@ -116,27 +119,42 @@ struct wakeup_stats {
 void wakeup_source_get_stats(const struct wakeup_source *ws,
 			     struct wakeup_stats *stats);
 
-/* Saving and restoring the engine across a restart (--state-file). */
+/* Saving and restoring the engine across a restart of powerfs within one
+ * boot (state-file.c): a source's whole state, times on the monotonic
+ * clock, which goes on across the restart. */
 struct wakeup_record {
-	gulong active_count, event_count, wakeup_count, expire_count;
-	gint64 total_time, max_time, prevent_sleep_time;	/* us */
+	gboolean active;
+	gulong active_count, event_count, relax_count, wakeup_count,
+		expire_count;
+	gint64 total_time, max_time, last_time, start_prevent_time,
+		prevent_sleep_time;
+	gint64 expires;		/* the timeout's deadline, 0 = none */
 };
 void wakeup_source_save(const struct wakeup_source *ws,
 			struct wakeup_record *rec);
+/* Onto an inactive source; an active record activates it (and arms its
+ * timeout, which expires at once if its deadline passed). */
 void wakeup_source_load(struct wakeup_source *ws,
 			const struct wakeup_record *rec);
 /* The "deleted" row (statistics of removed sources). */
 struct wakeup_source *wakeup_deleted_source(struct wakeup_engine *engine);
 /* Milliseconds until the source's timeout, 0 if none is armed. */
 guint32 wakeup_source_timeout_left(const struct wakeup_source *ws);
-/* Set the registered event count (restoring it; never while armed). */
-void wakeup_set_count(struct wakeup_engine *engine, guint count);
+/* The handshake: the count saved by a wakeup_count write, and whether it
+ * is armed.  And restoring it with the registered count. */
+guint wakeup_get_handshake(const struct wakeup_engine *engine,
+			   gboolean *armed);
+void wakeup_restore_counts(struct wakeup_engine *engine, guint registered,
+			   gboolean armed, guint saved);
 
 /* Called (synchronously) after anything that a saved state would include
- * changed: sources, their state or statistics.  Other modules report their
- * own changes through wakeup_notify_changed(). */
-void wakeup_set_change_hook(struct wakeup_engine *engine, wakeup_func func,
-			    gpointer data);
-void wakeup_notify_changed(struct wakeup_engine *engine);
+ * changed: a source (its state or statistics), or with ws NULL the
+ * engine's counters or something other modules keep (they report through
+ * wakeup_notify_changed()). */
+typedef void (*wakeup_change_func)(struct wakeup_source *ws, gpointer data);
+void wakeup_set_change_hook(struct wakeup_engine *engine,
+			    wakeup_change_func func, gpointer data);
+void wakeup_notify_changed(struct wakeup_engine *engine,
+			   struct wakeup_source *ws);
 
 #endif
