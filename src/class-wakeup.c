@@ -84,7 +84,7 @@ struct node {
 struct open_file {
 	struct pf_snapshot snap;	/* first: the session frees the record */
 	guint id, field;
-	uintptr_t ws;		/* the source at open time, as a number */
+	guint64 serial;		/* the source at open time; 0 = none */
 };
 
 static struct pf_class_wakeup *req_cw(fuse_req_t req)
@@ -152,7 +152,11 @@ static void node_stat(struct pf_class_wakeup *cw, fuse_ino_t ino,
 static void reply_entry(fuse_req_t req, fuse_ino_t ino, const struct node *n)
 {
 	/* Timeouts of 0: the kernel asks again on every path walk, so a
-	 * source that went away is ENOENT at once. */
+	 * source that went away is ENOENT at once.  An inode number comes
+	 * back when its id is reused; open files tell the two sources apart
+	 * by their serials.  (As a FUSE generation, the serial would make
+	 * the kernel turn the old inode bad: close(2) of a file opened
+	 * before would fail with EIO.) */
 	struct fuse_entry_param e = { .ino = ino };
 
 	node_stat(req_cw(req), ino, n, &e.attr);
@@ -283,7 +287,7 @@ static void cw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	of = g_new0(struct open_file, 1);
 	of->id = n.id;
 	of->field = n.field;
-	of->ws = (uintptr_t)n.ws;
+	of->serial = wakeup_source_serial(n.ws);
 	pf_session_reply_open(cw->session, req, fi, &of->snap, FALSE);
 }
 
@@ -320,10 +324,11 @@ static void show_field(const struct wakeup_source *ws, guint field,
 static void cw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	struct open_file *of = (struct open_file *)(uintptr_t)fi->fh;
+	struct pf_class_wakeup *cw = req_cw(req);
+	struct open_file *of = (struct open_file *)pf_session_open_file(
+		cw->session, fi, ino);
 	struct wakeup_source *ws;
 
-	(void)ino;
 	if (pf_snapshot_continues(&of->snap, off)) {
 		pf_snapshot_reply(req, &of->snap, size, off);
 		return;
@@ -332,8 +337,8 @@ static void cw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	of->snap.valid = FALSE;
 	/* The source is gone (its id perhaps reused by another one): like
 	 * an open attribute of a removed sysfs device. */
-	ws = wakeup_source_by_id(req_cw(req)->engine, of->id);
-	if (!ws || (uintptr_t)ws != of->ws) {
+	ws = wakeup_source_by_id(cw->engine, of->id);
+	if (!ws || wakeup_source_serial(ws) != of->serial) {
 		fuse_reply_err(req, ENODEV);
 		return;
 	}
@@ -455,9 +460,25 @@ static struct fuse_lowlevel_ops cw_ops = {
 	.readdir = cw_readdir,
 };
 
-struct pf_class_wakeup *pf_class_wakeup_mount(struct wakeup_engine *engine,
+/* A file an earlier powerfs opened: its source then, if it is still
+ * there, was the one with its id now (a restart keeps no serial). */
+static struct pf_snapshot *adopt(void *userdata, fuse_ino_t ino)
+{
+	struct pf_class_wakeup *cw = userdata;
+	struct node n = node_get(cw, ino);
+	struct open_file *of = g_new0(struct open_file, 1);
+
+	if (n.kind == NODE_FILE) {
+		of->id = n.id;
+		of->field = n.field;
+		of->serial = wakeup_source_serial(n.ws);
+	}
+	return &of->snap;
+}
+
+struct pf_class_wakeup *pf_class_wakeup_serve(struct wakeup_engine *engine,
+					      int fuse_fd, int session_fd,
 					      const char *mountpoint,
-					      const char *mount_options,
 					      GError **error)
 {
 	struct pf_class_wakeup *cw = g_new0(struct pf_class_wakeup, 1);
@@ -466,8 +487,8 @@ struct pf_class_wakeup *pf_class_wakeup_mount(struct wakeup_engine *engine,
 	clock_gettime(CLOCK_REALTIME, &cw->mounted_at);
 	pf_session_refuse_changes(&cw_ops);
 	/* Its end leaves the main loop running: the main mount goes on. */
-	cw->session = pf_session_mount(&cw_ops, cw, mountpoint, mount_options,
-				       NULL, NULL, error);
+	cw->session = pf_session_serve(&cw_ops, cw, fuse_fd, session_fd,
+				       mountpoint, adopt, NULL, NULL, error);
 	if (!cw->session) {
 		g_prefix_error(error, "--class-wakeup: ");
 		g_free(cw);
@@ -483,10 +504,10 @@ void pf_class_wakeup_stop(struct pf_class_wakeup *cw)
 		pf_session_stop(cw->session);
 }
 
-void pf_class_wakeup_unmount(struct pf_class_wakeup *cw)
+void pf_class_wakeup_free(struct pf_class_wakeup *cw)
 {
 	if (!cw)
 		return;
-	pf_session_unmount(cw->session);
+	pf_session_free(cw->session);
 	g_free(cw);
 }

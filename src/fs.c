@@ -430,12 +430,12 @@ static void park_read(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	struct open_file *of = (struct open_file *)(uintptr_t)fi->fh;
+	struct open_file *of = (struct open_file *)pf_session_open_file(
+		req_fs(req)->session, fi, ino);
 	/* The kernel names the lock owner of every read(2)-style read; the
 	 * page cache's reads (sendfile, splice, mmap) have none. */
 	gboolean pagecache = fi->lock_owner == 0;
 
-	(void)ino;
 	if (pagecache && of->node->attr->debugfs)
 		fuse_reply_err(req, EINVAL);	/* debugfs cannot be spliced */
 	else if (of->node->attr->show_rows)
@@ -721,8 +721,17 @@ static void build_nodes(struct pf_fs *fs)
 		};
 }
 
-struct pf_fs *pf_fs_mount(struct power *pw, const char *mountpoint,
-			  const char *mount_options, gboolean debug,
+/* A file an earlier powerfs opened, met again after a restart. */
+static struct pf_snapshot *adopt(void *userdata, fuse_ino_t ino)
+{
+	struct open_file *of = g_new0(struct open_file, 1);
+
+	of->node = node_get(userdata, ino);
+	return &of->snap;
+}
+
+struct pf_fs *pf_fs_serve(struct power *pw, int fuse_fd, int session_fd,
+			  const char *mountpoint, gboolean debug,
 			  GSourceFunc on_unmounted, gpointer data,
 			  GError **error)
 {
@@ -736,8 +745,9 @@ struct pf_fs *pf_fs_mount(struct power *pw, const char *mountpoint,
 	fs->scratch = g_string_sized_new(4096);
 	build_nodes(fs);
 	pf_session_refuse_changes(&fs_ops);
-	fs->session = pf_session_mount(&fs_ops, fs, mountpoint, mount_options,
-				       on_unmounted, data, error);
+	fs->session = pf_session_serve(&fs_ops, fs, fuse_fd, session_fd,
+				       mountpoint, adopt, on_unmounted, data,
+				       error);
 	if (!fs->session) {
 		g_string_free(fs->scratch, TRUE);
 		g_free(fs->nodes);
@@ -812,21 +822,30 @@ void pf_fs_stop(struct pf_fs *fs)
 	pf_session_stop(fs->session);
 }
 
-void pf_fs_unmount(struct pf_fs *fs)
+void pf_fs_free(struct pf_fs *fs, gboolean hand_over)
 {
 	GList *l;
 
 	if (!fs)
 		return;
-	/* Nobody may stay inside a request of a server that is leaving.  The
-	 * core is torn down next and will not answer. */
-	answer_parked(fs, TRUE, -EIO);
+	/* Nobody may stay inside a request of a server that is leaving,
+	 * unless a successor takes them over: the kernel sends them again.
+	 * The core is torn down next and will not answer. */
+	if (!hand_over) {
+		answer_parked(fs, TRUE, -EIO);
+		if (fs->interrupt_idle)
+			g_source_remove(fs->interrupt_idle);
+		answer_interrupted(fs);
+	}
+	while ((l = g_queue_pop_head_link(&fs->parked)))
+		g_free(l->data);
+	while ((l = g_queue_pop_head_link(&fs->interrupted)))
+		g_free(l->data);
 	while ((l = g_queue_pop_head_link(&fs->answered)))
 		g_free(l->data);
 	if (fs->interrupt_idle)
 		g_source_remove(fs->interrupt_idle);
-	answer_interrupted(fs);
-	pf_session_unmount(fs->session);
+	pf_session_free(fs->session);
 	g_free(fs->spare);
 	g_string_free(fs->scratch, TRUE);
 	g_free(fs->nodes);

@@ -1,4 +1,16 @@
-/* fuse-session.c - libfuse low-level sessions beside the GLib main loop.
+/* fuse-session.c - FUSE connections: mounting one, and serving one beside
+ * the GLib main loop.
+ *
+ * Mounting and serving are apart because the connection (the /dev/fuse file
+ * descriptor) may outlive the process that serves it: the keeper (keeper.c)
+ * mounts and holds it while servers come and go.  A server saves the
+ * connection's INIT request in the session file the keeper holds too; its
+ * successor replays it to libfuse (whose answer the kernel, long done with
+ * INIT, refuses harmlessly), then asks the kernel to send again every
+ * request the dead server had read and not answered (FUSE_NOTIFY_RESEND,
+ * Linux 6.9).  The kernel still knows the dead server's open files: their
+ * handles are keys of a table here, and a handle this server never gave out
+ * gets a fresh record (pf_session_adopt_func).
  *
  * Each session has a thread that reads /dev/fuse with plain blocking reads,
  * exactly as libfuse's own loop does: a request costs one read and one
@@ -14,20 +26,36 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <unistd.h>
 #include <gio/gio.h>
 #include <glib-unix.h>
 #include <linux/fuse.h>
 
 #include "powerfs/fuse-session.h"
 
+/* Not in Debian 12's linux/fuse.h (Linux 6.9, protocol 7.40). */
+#define PF_NOTIFY_RESEND 7
+
+struct pf_mount {
+	struct fuse_session *se;	/* for the mount only: never served */
+	char *mountpoint;
+};
+
 struct pf_session {
 	struct fuse_session *se;
-	char *mountpoint;
+	char *name;		/* the mount point, for messages */
 	pthread_t thread;
 	struct fuse_buf buf;	/* the thread's */
+	int session_fd;		/* where the INIT request is kept, or -1 */
+	gboolean init_saved;
+	pf_session_adopt_func adopt;
+	void *userdata;
 	GSourceFunc on_unmounted;
 	gpointer on_unmounted_data;
-	GQueue open_files;	/* struct pf_snapshot */
+	GHashTable *open_files;	/* fh -> struct pf_snapshot */
+	guint64 next_fh;
 	gboolean stopped;
 };
 
@@ -82,20 +110,110 @@ static char *take_last_error(const char *fallback)
 	return msg;
 }
 
+/* --- mounting --------------------------------------------------------------- */
+
+struct pf_mount *pf_mount_new(const char *mountpoint, const char *options,
+			      GError **error)
+{
+	static const struct fuse_lowlevel_ops no_ops;
+	g_autofree char *opts = g_strdup_printf(
+		"default_permissions,fsname=powerfs,subtype=powerfs%s%s",
+		options && *options ? "," : "", options ? options : "");
+	char *argv[] = { "powerfs", "-o", opts, NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+	struct pf_mount *m = g_new0(struct pf_mount, 1);
+
+	fuse_set_log_func(log_to_glib);
+	g_free(take_last_error(NULL));
+	m->se = fuse_session_new(&args, &no_ops, sizeof(no_ops), NULL);
+	fuse_opt_free_args(&args);
+	if (!m->se) {
+		g_autofree char *why = take_last_error("rejected");
+
+		g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+			    "bad mount options \"%s\": %s", opts, why);
+		g_free(m);
+		return NULL;
+	}
+	if (fuse_session_mount(m->se, mountpoint) != 0) {
+		g_autofree char *why = take_last_error("failed");
+
+		g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
+			    "cannot mount on %s: %s", mountpoint, why);
+		fuse_session_destroy(m->se);
+		g_free(m);
+		return NULL;
+	}
+	m->mountpoint = g_strdup(mountpoint);
+	return m;
+}
+
+int pf_mount_fd(const struct pf_mount *m)
+{
+	return fuse_session_fd(m->se);
+}
+
+void pf_mount_free(struct pf_mount *m, gboolean unmount)
+{
+	if (!m)
+		return;
+	if (unmount)
+		fuse_session_unmount(m->se);
+	fuse_session_destroy(m->se);
+	g_free(m->mountpoint);
+	g_free(m);
+}
+
+gboolean pf_mount_detach(const char *path)
+{
+	const char *argv[] = { "fusermount3", "-uz", path, NULL };
+	gint status = -1;
+
+	if (umount2(path, MNT_DETACH) == 0)
+		return TRUE;
+	return g_spawn_sync(NULL, (char **)argv, NULL,
+			    G_SPAWN_SEARCH_PATH | G_SPAWN_STDOUT_TO_DEV_NULL |
+				    G_SPAWN_STDERR_TO_DEV_NULL,
+			    NULL, NULL, NULL, NULL, &status, NULL) &&
+	       g_spawn_check_wait_status(status, NULL);
+}
+
+/* --- serving ---------------------------------------------------------------- */
+
 /* The kernel ended the session (fusermount3 -u): tell the main loop. */
 static gboolean session_ended(gpointer data)
 {
 	struct pf_session *ps = data;
 
-	g_message("%s was unmounted", ps->mountpoint);
+	g_message("%s was unmounted", ps->name);
 	if (ps->on_unmounted)
 		ps->on_unmounted(ps->on_unmounted_data);
 	return G_SOURCE_REMOVE;
 }
 
-/* Cancellation (pf_session_unmount) may only strike while the thread
- * waits in read(2) for the next request, as in libfuse's own loop: never
- * while it holds the loop lock or is inside GLib. */
+/* The INIT request, kept for a successor before it is answered (a server
+ * that dies in between leaves it unanswered: the kernel sends it again). */
+static void save_init(struct pf_session *ps, gsize len)
+{
+	const struct fuse_in_header *in = ps->buf.mem;
+	guint32 n = (guint32)len;
+
+	if (ps->init_saved || len < sizeof(*in) || in->opcode != FUSE_INIT)
+		return;
+	ps->init_saved = TRUE;
+	if (ps->session_fd < 0)
+		return;
+	if (pwrite(ps->session_fd, &n, sizeof(n), sizeof(n)) != sizeof(n) ||
+	    pwrite(ps->session_fd, ps->buf.mem, len, 2 * sizeof(n)) !=
+		    (gssize)len ||
+	    pwrite(ps->session_fd, &n, sizeof(n), 0) != sizeof(n))
+		g_warning("%s: cannot keep the INIT request: %s; a successor "
+			  "could not take over", ps->name, g_strerror(errno));
+}
+
+/* Cancellation (pf_session_stop) may only strike while the thread waits
+ * in read(2) for the next request, as in libfuse's own loop: never while
+ * it holds the loop lock or is inside GLib. */
 static void *serve(void *data)
 {
 	struct pf_session *ps = data;
@@ -110,6 +228,7 @@ static void *serve(void *data)
 			continue;
 		if (res <= 0 || fuse_session_exited(ps->se))
 			break;
+		save_init(ps, res);
 		g_mutex_lock(&loop_lock);
 		fuse_session_process_buf(ps->se, &ps->buf);
 		g_mutex_unlock(&loop_lock);
@@ -134,62 +253,106 @@ static int start_serving(struct pf_session *ps)
 	return err;
 }
 
-struct pf_session *pf_session_mount(const struct fuse_lowlevel_ops *ops,
-				    void *userdata, const char *mountpoint,
-				    const char *mount_options,
+/* Take over a connection a previous server had: libfuse learns the INIT it
+ * answered, the kernel sends again what that server left unanswered. */
+static gboolean take_over(struct pf_session *ps, GError **error)
+{
+	guint32 total = 0, len = 0;
+	g_autofree char *init = NULL;
+	struct fuse_buf fbuf = { 0 };
+	struct fuse_out_header resend = {
+		.len = sizeof(resend),
+		.error = PF_NOTIFY_RESEND,
+	};
+
+	if (ps->session_fd < 0 ||
+	    pread(ps->session_fd, &total, sizeof(total), 0) != sizeof(total) ||
+	    total == 0)
+		return TRUE;	/* a new connection: INIT comes */
+	init = g_malloc(total);
+	if (pread(ps->session_fd, &len, sizeof(len), sizeof(len)) !=
+		    sizeof(len) ||
+	    len != total ||
+	    pread(ps->session_fd, init, len, 2 * sizeof(len)) != (gssize)len) {
+		g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
+			    "%s: the connection's INIT request is lost",
+			    ps->name);
+		return FALSE;
+	}
+	ps->init_saved = TRUE;
+	fbuf.mem = init;
+	fbuf.size = len;
+	fuse_session_process_buf(ps->se, &fbuf);
+	if (write(fuse_session_fd(ps->se), &resend, sizeof(resend)) !=
+	    sizeof(resend))
+		g_warning("%s: the kernel cannot send again the requests the "
+			  "previous server had not answered (%s; Linux 6.9 "
+			  "can): their callers wait until the mount goes",
+			  ps->name, g_strerror(errno));
+	g_message("%s: taken over", ps->name);
+	return TRUE;
+}
+
+static void open_file_free(gpointer data)
+{
+	struct pf_snapshot *snap = data;
+
+	g_string_free(snap->text, TRUE);
+	g_free(snap);		/* the record it is the first member of */
+}
+
+struct pf_session *pf_session_serve(const struct fuse_lowlevel_ops *ops,
+				    void *userdata, int fuse_fd,
+				    int session_fd, const char *name,
+				    pf_session_adopt_func adopt,
 				    GSourceFunc on_unmounted, gpointer data,
 				    GError **error)
 {
 	struct pf_session *ps = g_new0(struct pf_session, 1);
-	g_autofree char *opts = g_strdup_printf(
-		"default_permissions,fsname=powerfs,subtype=powerfs%s%s",
-		mount_options && *mount_options ? "," : "",
-		mount_options ? mount_options : "");
-	char *argv[] = { "powerfs", "-o", opts, NULL };
-	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+	char *argv[] = { "powerfs", NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(1, argv);
+	g_autofree char *dev = NULL;
+	int fd = fcntl(fuse_fd, F_DUPFD_CLOEXEC, 3);
 	int err;
 
-	ps->mountpoint = g_strdup(mountpoint);
+	ps->name = g_strdup(name);
+	ps->session_fd = session_fd;
+	ps->adopt = adopt;
+	ps->userdata = userdata;
 	ps->on_unmounted = on_unmounted;
 	ps->on_unmounted_data = data;
+	ps->open_files = g_hash_table_new_full(g_int64_hash, g_int64_equal,
+					       NULL, open_file_free);
+	/* Handles of earlier servers are not taken for ours. */
+	ps->next_fh = (guint64)g_random_int() << 32 | 1;
 	fuse_set_log_func(log_to_glib);
-	g_free(take_last_error(NULL));
 	ps->se = fuse_session_new(&args, ops, sizeof(*ops), userdata);
 	fuse_opt_free_args(&args);
-	if (!ps->se) {
-		g_autofree char *why = take_last_error("rejected");
-
-		g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-			    "bad mount options \"%s\": %s", opts, why);
-		goto fail;
-	}
-	if (fuse_session_mount(ps->se, mountpoint) != 0) {
-		g_autofree char *why = take_last_error("failed");
-
+	dev = g_strdup_printf("/dev/fd/%d", fd);
+	if (fd < 0 || !ps->se || fuse_session_mount(ps->se, dev) != 0) {
 		g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
-			    "cannot mount on %s: %s", mountpoint, why);
+			    "%s: cannot serve /dev/fuse descriptor %d", name,
+			    fuse_fd);
+		if (fd >= 0)
+			close(fd);
 		goto fail;
 	}
+	if (!take_over(ps, error))
+		goto fail;
 	err = start_serving(ps);
 	if (err) {
 		g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
 			    "cannot start a thread: %s", g_strerror(err));
-		fuse_session_unmount(ps->se);
 		goto fail;
 	}
 	return ps;
 fail:
 	if (ps->se)
 		fuse_session_destroy(ps->se);
-	g_free(ps->mountpoint);
+	g_hash_table_unref(ps->open_files);
+	g_free(ps->name);
 	g_free(ps);
 	return NULL;
-}
-
-static void open_file_free(struct pf_snapshot *snap)
-{
-	g_string_free(snap->text, TRUE);
-	g_free(snap);		/* the record it is the first member of */
 }
 
 void pf_session_reply_open(struct pf_session *ps, fuse_req_t req,
@@ -202,29 +365,43 @@ void pf_session_reply_open(struct pf_session *ps, fuse_req_t req,
 	 * here (a suspend, a write queued behind one) would wait for it,
 	 * uninterruptibly, before its write even reached us. */
 	struct fuse_open_out out = {
-		.fh = (uintptr_t)snap,
+		.fh = ps->next_fh++,
 		.open_flags = FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES |
 			      (keep_cache ? FOPEN_KEEP_CACHE : 0),
 	};
 
 	(void)fi;
 	snap->text = g_string_sized_new(64);
+	snap->fh = out.fh;
 	if (fuse_reply_buf(req, (const char *)&out, sizeof(out)) == -ENOENT) {
 		/* The opener was interrupted; there will be no release. */
 		open_file_free(snap);
 		return;
 	}
-	snap->link.data = snap;
-	g_queue_push_tail_link(&ps->open_files, &snap->link);
+	g_hash_table_insert(ps->open_files, &snap->fh, snap);
+}
+
+struct pf_snapshot *pf_session_open_file(struct pf_session *ps,
+					 const struct fuse_file_info *fi,
+					 fuse_ino_t ino)
+{
+	struct pf_snapshot *snap = g_hash_table_lookup(ps->open_files,
+						       &fi->fh);
+
+	if (snap)
+		return snap;
+	/* A file an earlier server opened. */
+	snap = ps->adopt(ps->userdata, ino);
+	snap->text = g_string_sized_new(64);
+	snap->fh = fi->fh;
+	g_hash_table_insert(ps->open_files, &snap->fh, snap);
+	return snap;
 }
 
 void pf_session_release(struct pf_session *ps, fuse_req_t req,
 			struct fuse_file_info *fi)
 {
-	struct pf_snapshot *snap = (struct pf_snapshot *)(uintptr_t)fi->fh;
-
-	g_queue_unlink(&ps->open_files, &snap->link);
-	open_file_free(snap);
+	g_hash_table_remove(ps->open_files, &fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -243,25 +420,20 @@ void pf_session_stop(struct pf_session *ps)
 	g_mutex_lock(&loop_lock);
 }
 
-void pf_session_unmount(struct pf_session *ps)
+void pf_session_free(struct pf_session *ps)
 {
-	GList *l;
-
 	if (!ps)
 		return;
-	/* Unmounting closes /dev/fuse: the thread must be gone first (a
-	 * read blocked on it would fail with ECONNABORTED). */
 	pf_session_stop(ps);
-	fuse_session_unmount(ps->se);
 	/* A session_ended() idle may still be queued for us. */
 	while (g_idle_remove_by_data(ps))
 		;
+	/* Closes our copy of the descriptor (the keeper keeps its own). */
 	fuse_session_destroy(ps->se);
-	/* Files still open when the connection ended get no release. */
-	while ((l = g_queue_pop_head_link(&ps->open_files)))
-		open_file_free(l->data);
+	/* Files still open get their release from a successor, or never. */
+	g_hash_table_unref(ps->open_files);
 	free(ps->buf.mem);
-	g_free(ps->mountpoint);
+	g_free(ps->name);
 	g_free(ps);
 }
 

@@ -1,10 +1,14 @@
 /* main.c - powerfs: the /sys/power wake-lock and autosleep interface, served
  * from user space through FUSE.
  *
- * Parses the command line, builds the power core and its backend, mounts,
- * and runs the GLib main loop until SIGTERM/SIGINT or an unmount.  Without
- * -f it forks first and the parent returns once the mount is live, with the
- * child's exit status if it failed.
+ * Parses the command line and checks it.  Without -f it forks first and the
+ * parent returns once the mount is live, with the exit status if it failed.
+ * Then the same binary plays one of two parts: the keeper (keeper.c),
+ * which mounts and holds the connections and runs the server as its child;
+ * or, started by the keeper (POWERFS_FDS in its environment), the server,
+ * which builds the power core and its backend and serves the connections
+ * from the GLib main loop until SIGTERM/SIGINT, an unmount, or SIGUSR2 (hand
+ * over to a successor).  With --no-keeper one process does both.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +27,7 @@
 #include "powerfs/class-wakeup.h"
 #include "powerfs/fs.h"
 #include "powerfs/fuse-session.h"
+#include "powerfs/keeper.h"
 #include "powerfs/log.h"
 #include "powerfs/power.h"
 #include "powerfs/state-file.h"
@@ -47,6 +52,7 @@ static struct {
 	gchar *class_wakeup;
 	gchar *state_file;
 	gchar *owner;
+	gboolean no_keeper;
 	gchar **args;
 } opt = {
 	.suspend_timeout = 30,
@@ -103,6 +109,9 @@ static const GOptionEntry entries[] = {
 	{ "state-file", 0, 0, G_OPTION_ARG_FILENAME, &opt.state_file,
 	  "Keep wake locks, settings and statistics in PATH across restarts",
 	  "PATH" },
+	{ "no-keeper", 0, 0, G_OPTION_ARG_NONE, &opt.no_keeper,
+	  "Serve in the process that mounts (a crash then ends the mount)",
+	  NULL },
 	{ "version", 0, 0, G_OPTION_ARG_NONE, &opt.version,
 	  "Print the version and exit", NULL },
 	{ G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &opt.args,
@@ -114,7 +123,8 @@ static uid_t owner_uid;
 static gid_t owner_gid;
 static GArray *trusted_userns_owners;	/* uid_t */
 
-/* Without -f: the pipe to the parent waiting for our verdict. */
+/* Where our verdict on the start goes: without -f, the parent waiting for
+ * it; in a server, the keeper.  One byte: 0 (serving) or the exit status. */
 static int ready_fd = -1;
 
 static void report_status(guchar status)
@@ -164,11 +174,12 @@ static guint parse_states(const char *list)
 	return states;
 }
 
-static struct backend *make_backend(struct pf_clock *clock,
-				    const char *mountpoint)
+/* The backend options, checked before anything is mounted; what can only
+ * be known by building the backend (logind reachable, DIR readable) is
+ * checked by the server, which builds it. */
+static void check_backend_options(const char *mountpoint)
 {
 	const char *name = opt.backend ? opt.backend : "simulate";
-	g_autoptr(GError) error = NULL;
 
 	if (opt.inhibit_sleep && strcmp(name, "logind"))
 		usage_error("--inhibit-sleep needs --backend=logind");
@@ -177,7 +188,6 @@ static struct backend *make_backend(struct pf_clock *clock,
 	if (g_str_has_prefix(name, "sysfs:")) {
 		const char *dir = name + strlen("sysfs:");
 		g_autofree char *real = realpath(dir, NULL);
-		struct backend *be;
 
 		if (!real)
 			usage_error("--backend=sysfs: %s: %s", dir,
@@ -185,46 +195,44 @@ static struct backend *make_backend(struct pf_clock *clock,
 		if (!strcmp(real, mountpoint))
 			usage_error("--backend=sysfs: %s is the mount point "
 				    "itself (a loop)", dir);
-		be = backend_sysfs_new(clock, real, &error);
+		return;
+	}
+	if (!strcmp(name, "simulate"))
+		parse_states(opt.simulate_states ? opt.simulate_states :
+						   "freeze mem disk");
+	else if (strcmp(name, "logind"))
+		usage_error("unknown backend \"%s\"", name);
+}
+
+static struct backend *make_backend(struct pf_clock *clock)
+{
+	const char *name = opt.backend ? opt.backend : "simulate";
+	g_autoptr(GError) error = NULL;
+	struct backend *be;
+
+	if (g_str_has_prefix(name, "sysfs:")) {
+		g_autofree char *real = realpath(name + strlen("sysfs:"), NULL);
+
+		be = real ? backend_sysfs_new(clock, real, &error) : NULL;
 		if (!be)
-			usage_error("--backend=sysfs: %s", error->message);
+			usage_error("--backend=%s: %s", name,
+				    error ? error->message : g_strerror(errno));
 		return be;
 	}
 	if (!strcmp(name, "logind")) {
-		struct backend *be = backend_logind_new(
-			clock, opt.suspend_timeout,
-			opt.host_suspend_stats ? opt.host_suspend_stats :
-						 "/sys/power/suspend_stats",
-			&error);
-
+		be = backend_logind_new(clock, opt.suspend_timeout,
+					opt.host_suspend_stats ?
+						opt.host_suspend_stats :
+						"/sys/power/suspend_stats",
+					&error);
 		if (!be)
 			fail(1, "%s", error->message);
 		return be;
 	}
-	if (!strcmp(name, "simulate"))
-		return backend_simulate_new(
-			clock, opt.simulate_sleep_ms,
-			parse_states(opt.simulate_states ?
-					     opt.simulate_states :
-					     "freeze mem disk"));
-	usage_error("unknown backend \"%s\"", name);
-	return NULL;
-}
-
-/* Lifts one mount off path: umount2() as root, else fusermount3 (an argv,
- * no shell). */
-static gboolean detach(const char *path)
-{
-	const char *argv[] = { "fusermount3", "-uz", path, NULL };
-	gint status = -1;
-
-	if (umount2(path, MNT_DETACH) == 0)
-		return TRUE;
-	return g_spawn_sync(NULL, (char **)argv, NULL,
-			    G_SPAWN_SEARCH_PATH | G_SPAWN_STDOUT_TO_DEV_NULL |
-				    G_SPAWN_STDERR_TO_DEV_NULL,
-			    NULL, NULL, NULL, NULL, &status, NULL) &&
-	       g_spawn_check_wait_status(status, NULL);
+	return backend_simulate_new(clock, opt.simulate_sleep_ms,
+				    parse_states(opt.simulate_states ?
+							 opt.simulate_states :
+							 "freeze mem disk"));
 }
 
 /* The mount point must be a directory we can mount on.  A dead powerfs
@@ -241,7 +249,7 @@ static char *check_mountpoint(const char *path)
 	for (int i = 0; i < 16 && statfs(path, &sfs) < 0 && errno == ENOTCONN;
 	     i++) {
 		g_message("%s: removing a stale mount", path);
-		if (!detach(path))
+		if (!pf_mount_detach(path))
 			usage_error("%s: stale mount that cannot be removed",
 				    path);
 	}
@@ -409,6 +417,8 @@ static void report_ready(void)
 	if (ready_fd < 0)
 		return;
 	report_status(0);
+	if (opt.foreground)
+		return;
 	if (chdir("/") < 0)
 		g_warning("chdir /: %s", g_strerror(errno));
 	null = open("/dev/null", O_RDWR);
@@ -431,50 +441,95 @@ static void block_sleep_while_active(gpointer data)
 				   ws ? wakeup_source_name(ws) : NULL);
 }
 
-static gboolean quit_on_signal(gpointer loop)
+/* How the server's loop ended. */
+static enum { RUNNING, STOPPED, UNMOUNTED, HANDING_OVER, KEEPING } ending;
+
+static gboolean stop_on_signal(gpointer loop)
 {
 	g_message("terminating");
+	ending = STOPPED;
 	g_main_loop_quit(loop);
+	return G_SOURCE_CONTINUE;
+}
+
+static gboolean hand_over_on_signal(gpointer loop)
+{
+	g_message("handing over to a successor");
+	ending = HANDING_OVER;
+	g_main_loop_quit(loop);
+	return G_SOURCE_CONTINUE;
+}
+
+static gboolean keeper_died(gpointer loop)
+{
+	g_warning("the keeper died: this server becomes the keeper");
+	ending = KEEPING;
+	g_main_loop_quit(loop);
+	return G_SOURCE_CONTINUE;
+}
+
+static gboolean ignore_hup(gpointer data)
+{
+	(void)data;
+	g_warning("SIGHUP ignored: %s", opt.no_keeper ?
+		  "without a keeper (--no-keeper) nothing can take over" :
+		  "upgrades go through the keeper, powerfs's parent");
 	return G_SOURCE_CONTINUE;
 }
 
 static gboolean quit_on_unmount(gpointer loop)
 {
+	ending = UNMOUNTED;
 	g_main_loop_quit(loop);
 	return G_SOURCE_REMOVE;
 }
 
-int main(int argc, char **argv)
+/* The connections the server serves: from its keeper, or mounted here. */
+struct conns {
+	int fuse_fd, session_fd, cw_fuse_fd, cw_session_fd;
+	struct pf_mount *mount, *cw_mount;	/* --no-keeper */
+};
+
+/* The mount ended: unmounted (fusermount3 -u), or its connection aborted
+ * (/sys/fs/fuse/connections/N/abort), which leaves it dead in place and is
+ * a failure, so that a service manager restarts powerfs. */
+static int exit_status_at_the_end(const char *mountpoint)
+{
+	struct statfs sfs;
+
+	if (statfs(mountpoint, &sfs) < 0 && errno == ENOTCONN) {
+		g_warning("%s: the connection was aborted", mountpoint);
+		return 1;
+	}
+	return 0;
+}
+
+/* The keeper died: this process executes itself as the keeper, with the
+ * connections it was serving, and the keeper starts a new server. */
+static char **server_argv;
+
+static void become_keeper(void)
+{
+	g_setenv("POWERFS_KEEPER_FDS", g_getenv("POWERFS_FDS"), TRUE);
+	g_unsetenv("POWERFS_FDS");
+	g_unsetenv("POWERFS_READY_FD");
+	execv("/proc/self/exe", server_argv);
+	g_critical("cannot become the keeper: %s", g_strerror(errno));
+}
+
+static int serve(const char *mountpoint, const char *class_wakeup_dir,
+		 struct conns *c)
 {
 	g_autoptr(GError) error = NULL;
 	g_autoptr(GMainLoop) loop = NULL;
-	g_autofree char *mountpoint = NULL;
-	g_autofree char *mount_options = NULL;
-	g_autofree char *class_wakeup_dir = NULL;
 	struct pf_class_wakeup *cw = NULL;
 	struct state_file *sf = NULL;
 	struct power_options popts;
 	struct pf_clock *clock;
 	struct power *pw;
 	struct pf_fs *fs;
+	int status = 0;
 
-	parse_options(&argc, &argv);
-	pf_log_setup(opt.debug, FALSE);
-	mountpoint = check_mountpoint(opt.args[0]);
-	if (opt.class_wakeup)
-		class_wakeup_dir = check_class_wakeup_dir(opt.class_wakeup,
-							  mountpoint);
-	if (opt.state_file)
-		check_state_file(opt.state_file, mountpoint);
-	mount_options = opt.mount_options ?
-				g_strjoinv(",", opt.mount_options) : NULL;
-
-	if (!opt.foreground) {
-		daemonize();
-		/* Errors that stop the start still reach the terminal
-		 * through fail(); the rest goes where a daemon's logs go. */
-		pf_log_setup(opt.debug, TRUE);
-	}
 	clock = pf_clock_new_monotonic();
 	popts = (struct power_options){
 		.wakelock_limit = opt.wakelock_limit,
@@ -482,26 +537,27 @@ int main(int argc, char **argv)
 		.check_capability = !opt.no_capability_check,
 		.trusted_userns_owners = trusted_userns_owners,
 	};
-	pw = power_new(clock, make_backend(clock, mountpoint), &popts);
+	pw = power_new(clock, make_backend(clock), &popts);
 	if (opt.inhibit_sleep)
 		wakeup_set_activity_hook(pw->engine, block_sleep_while_active,
 					 pw);
 
 	loop = g_main_loop_new(NULL, FALSE);
 	pf_loop_lock_init();
-	fs = pf_fs_mount(pw, mountpoint, mount_options, opt.debug,
+	fs = pf_fs_serve(pw, c->fuse_fd, c->session_fd, mountpoint, opt.debug,
 			 quit_on_unmount, loop, &error);
 	if (!fs) {
 		power_free(pw);
-		fail(EXIT_USAGE, "%s", error->message);
+		fail(1, "%s", error->message);
 	}
 	if (class_wakeup_dir) {
-		cw = pf_class_wakeup_mount(pw->engine, class_wakeup_dir,
-					   mount_options, &error);
+		cw = pf_class_wakeup_serve(pw->engine, c->cw_fuse_fd,
+					   c->cw_session_fd, class_wakeup_dir,
+					   &error);
 		if (!cw) {
-			pf_fs_unmount(fs);
+			pf_fs_free(fs, FALSE);
 			power_free(pw);
-			fail(EXIT_USAGE, "%s", error->message);
+			fail(1, "%s", error->message);
 		}
 	}
 	/* Before the state file: owners saved by a previous run win. */
@@ -512,27 +568,223 @@ int main(int argc, char **argv)
 		sf = state_file_open(opt.state_file, pw, fs);
 		pf_fs_set_before_reply(fs, (wakeup_func)state_file_flush, sf);
 	}
-	report_ready();
-	/* Under systemd (Type=notify): the mount is live now. */
-	sd_notifyf(0, "READY=1\nSTATUS=serving %s", mountpoint);
+	g_unix_signal_add(SIGTERM, stop_on_signal, loop);
+	g_unix_signal_add(SIGINT, stop_on_signal, loop);
+	g_unix_signal_add(SIGHUP, ignore_hup, NULL);
+	if (g_getenv("POWERFS_FDS")) {
+		sigset_t usr1;
 
-	g_unix_signal_add(SIGTERM, quit_on_signal, loop);
-	g_unix_signal_add(SIGINT, quit_on_signal, loop);
-	g_unix_signal_add(SIGHUP, quit_on_signal, loop);
+		g_unix_signal_add(SIGUSR2, hand_over_on_signal, loop);
+		g_unix_signal_add(SIGUSR1, keeper_died, loop);
+		/* Blocked by the keeper until now (see keeper.c). */
+		sigemptyset(&usr1);
+		sigaddset(&usr1, SIGUSR1);
+		pthread_sigmask(SIG_UNBLOCK, &usr1, NULL);
+	}
+	report_ready();
+	/* Under systemd (Type=notify) without a keeper, which otherwise
+	 * speaks for us: the mount is live now. */
+	sd_notifyf(0, "READY=1\nSTATUS=serving %s", mountpoint);
 	g_main_loop_run(loop);
-	sd_notify(0, "STOPPING=1");
 
 	/* Take no request from here on, on either mount: nothing changes
-	 * after the state is saved, and no state write starts a suspend.
-	 * Then the attempt in progress ends, the requests waiting on it get
-	 * their error, and the state is saved before the mounts go. */
+	 * after the state is saved, and no state write starts a suspend. */
 	pf_class_wakeup_stop(cw);
 	pf_fs_stop(fs);
+	if (ending == HANDING_OVER || ending == KEEPING) {
+		/* The requests in progress stay unanswered: the kernel sends
+		 * them again to the successor, which restores this state. */
+		state_file_close(sf);
+		pf_log_flush();
+		if (ending == KEEPING)
+			become_keeper();
+		_exit(KEEPER_HANDED_OVER);
+	}
+	sd_notify(0, "STOPPING=1");
+	/* The attempt in progress ends, the requests waiting on it get
+	 * their error, and the state is saved before the mounts go. */
 	suspend_abort(pw->suspend);
 	state_file_close(sf);
-	pf_class_wakeup_unmount(cw);
-	pf_fs_unmount(fs);
+	pf_class_wakeup_free(cw);
+	pf_fs_free(fs, FALSE);
+	/* Only a dead connection may be looked at: a live one would wait
+	 * for us. */
+	if (ending == UNMOUNTED)
+		status = exit_status_at_the_end(mountpoint);
+	pf_mount_free(c->cw_mount, TRUE);
+	pf_mount_free(c->mount, TRUE);
 	power_free(pw);
+	g_message("exiting");
+	return status;
+}
+
+/* Started by a keeper: its connections, and where to say we serve. */
+static void take_keepers_connections(struct conns *c)
+{
+	int fds[4];
+	guint n = opt.class_wakeup ? 4 : 2;
+	guint64 ready;
+
+	if (!keeper_parse_fds(g_getenv("POWERFS_FDS"), fds, n) ||
+	    !g_ascii_string_to_unsigned(g_getenv("POWERFS_READY_FD"), 10, 3,
+					G_MAXINT, &ready, NULL))
+		fail(1, "POWERFS_FDS/POWERFS_READY_FD: not a keeper's");
+	*c = (struct conns){ fds[0], fds[1], n > 2 ? fds[2] : -1,
+			     n > 2 ? fds[3] : -1, NULL, NULL };
+	ready_fd = (int)ready;
+}
+
+static void mount_here(struct conns *c, const char *mountpoint,
+		       const char *class_wakeup_dir, const char *options)
+{
+	g_autoptr(GError) error = NULL;
+
+	*c = (struct conns){ -1, -1, -1, -1, NULL, NULL };
+	c->mount = pf_mount_new(mountpoint, options, &error);
+	if (!c->mount)
+		fail(EXIT_USAGE, "%s", error->message);
+	c->fuse_fd = pf_mount_fd(c->mount);
+	if (class_wakeup_dir) {
+		c->cw_mount = pf_mount_new(class_wakeup_dir, options, &error);
+		if (!c->cw_mount) {
+			pf_mount_free(c->mount, TRUE);
+			fail(EXIT_USAGE, "--class-wakeup: %s", error->message);
+		}
+		c->cw_fuse_fd = pf_mount_fd(c->cw_mount);
+	}
+}
+
+/* Without --state-file, the keeper keeps the state where its servers find
+ * it after a crash: a file of its own, removed at a clean end. */
+static char *own_state_file(void)
+{
+	const char *handed = g_getenv("POWERFS_KEEPER_STATE_FILE");
+	g_autofree char *dir = NULL;
+
+	if (handed)
+		return g_strdup(handed);
+	dir = access("/run", W_OK) == 0 ?
+		      g_strdup("/run/powerfs") :
+		      g_build_filename(g_get_user_runtime_dir(), "powerfs",
+				       NULL);
+	if (g_mkdir_with_parents(dir, 0700) < 0)
+		fail(1, "%s: %s", dir, g_strerror(errno));
+	return g_strdup_printf("%s/%d.state", dir, (int)getpid());
+}
+
+/* Under systemd: is the mount's connection in the service's fd store?  The
+ * unit must then name the mount point by its real, absolute path. */
+static gboolean in_fd_store(const char *mountpoint)
+{
+	g_auto(GStrv) names = NULL;
+	int n = sd_listen_fds_with_names(0, &names);
+
+	for (int i = 0; i < n; i++)
+		if (!g_strcmp0(names[i], "powerfs-fuse")) {
+			if (!g_path_is_absolute(mountpoint) ||
+			    (opt.class_wakeup &&
+			     !g_path_is_absolute(opt.class_wakeup)))
+				usage_error("restarted with a connection in "
+					    "the fd store: the mount points "
+					    "must be absolute paths");
+			return TRUE;
+		}
+	return FALSE;
+}
+
+static void keeper_ready(void)
+{
+	report_ready();
+}
+
+int main(int argc, char **argv)
+{
+	g_auto(GStrv) given = g_strdupv(argv);
+	g_autofree char *mountpoint = NULL;
+	g_autofree char *mount_options = NULL;
+	g_autofree char *class_wakeup_dir = NULL;
+	g_autofree char *state_file = NULL;
+	struct keeper_config kc;
+	struct conns c;
+	int status;
+
+	parse_options(&argc, &argv);
+	pf_log_setup(opt.debug, g_getenv("POWERFS_SYSLOG") != NULL);
+	mount_options = opt.mount_options ?
+				g_strjoinv(",", opt.mount_options) : NULL;
+	server_argv = given;
+	if (g_getenv("POWERFS_FDS")) {
+		/* A server: the keeper checked all this, and a look at our
+		 * own mount now would wait for ourselves. */
+		take_keepers_connections(&c);
+		status = serve(g_getenv("POWERFS_MOUNTPOINT"),
+			       g_getenv("POWERFS_CLASS_WAKEUP_DIR"), &c);
+		goto out;
+	}
+	if (in_fd_store(opt.args[0])) {
+		/* Restarted by systemd, which kept the connection: the mount
+		 * is live with nobody serving it, so it is not looked at. */
+		mountpoint = g_strdup(opt.args[0]);
+		class_wakeup_dir = g_strdup(opt.class_wakeup);
+		if (opt.state_file)
+			check_state_file(opt.state_file, mountpoint);
+		goto keep;
+	}
+	if (g_getenv("POWERFS_KEEPER_FDS")) {
+		/* A keeper taking over from the previous one (an upgrade, or
+		 * its server when it died): the same, checked mounts, and
+		 * the same process; the mounts have nobody serving them. */
+		mountpoint = g_strdup(g_getenv("POWERFS_MOUNTPOINT"));
+		class_wakeup_dir = g_strdup(g_getenv("POWERFS_CLASS_WAKEUP_DIR"));
+		state_file = g_strdup(g_getenv("POWERFS_KEEPER_STATE_FILE"));
+		goto keep;
+	}
+	mountpoint = check_mountpoint(opt.args[0]);
+	check_backend_options(mountpoint);
+	if (opt.class_wakeup)
+		class_wakeup_dir = check_class_wakeup_dir(opt.class_wakeup,
+							  mountpoint);
+	if (opt.state_file)
+		check_state_file(opt.state_file, mountpoint);
+	if (!opt.foreground) {
+		daemonize();
+		/* Errors that stop the start still reach the terminal
+		 * through fail(); the rest goes where a daemon's logs go. */
+		pf_log_setup(opt.debug, TRUE);
+		g_setenv("POWERFS_SYSLOG", "1", TRUE);
+	}
+	if (opt.no_keeper) {
+		mount_here(&c, mountpoint, class_wakeup_dir, mount_options);
+		status = serve(mountpoint, class_wakeup_dir, &c);
+		goto out;
+	}
+	if (!opt.state_file) {
+		g_autofree char *arg = NULL;
+		guint n = g_strv_length(given);
+
+		state_file = own_state_file();
+		arg = g_strconcat("--state-file=", state_file, NULL);
+		/* Before the mount point, which may follow a "--". */
+		given = g_renew(char *, given, n + 2);
+		memmove(given + 2, given + 1, n * sizeof(char *));
+		given[1] = g_steal_pointer(&arg);
+	}
+keep:
+	g_unsetenv("POWERFS_MOUNTPOINT");
+	g_unsetenv("POWERFS_CLASS_WAKEUP_DIR");
+	g_unsetenv("POWERFS_KEEPER_STATE_FILE");
+	kc = (struct keeper_config){
+		.argv = given,
+		.mountpoint = mountpoint,
+		.mount_options = mount_options,
+		.class_wakeup_dir = class_wakeup_dir,
+		.own_state_file = state_file,
+		.on_ready = keeper_ready,
+	};
+	status = keeper_run(&kc);
+	if (status && !opt.foreground)
+		report_status(status);
+out:
 	g_strfreev(opt.mount_options);
 	g_strfreev(opt.args);
 	g_strfreev(opt.trust_userns_owner);
@@ -544,7 +796,6 @@ int main(int argc, char **argv)
 	g_free(opt.simulate_states);
 	g_free(opt.state_file);
 	g_free(opt.owner);
-	g_message("exiting");
 	pf_log_flush();
-	return 0;
+	return status;
 }

@@ -104,9 +104,11 @@ class Powerfs:
             pytest.fail(f"powerfs binary {POWERFS} missing: run make powerfs "
                         "or set POWERFS")
         with open(self.logpath, "wb") as log:
+            # A process group of its own: the keeper and its server.
             self.proc = subprocess.Popen(
                 [POWERFS, "-f", *self.args, self.mnt],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
         deadline = time.monotonic() + MOUNT_TIMEOUT
         while not os.path.ismount(self.mnt):
             rc = self.proc.poll()
@@ -123,6 +125,28 @@ class Powerfs:
         _live.add(self)
         return self
 
+    def kill_all(self):
+        """SIGKILL to the keeper and its server (or a server that became
+        the keeper)."""
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def pids(self):
+        """The keeper's pid and its server's, if it runs one."""
+        return [self.proc.pid] + children(self.proc.pid)
+
+    def server_pid(self, timeout=5.0):
+        """The pid of the keeper's server, once it runs."""
+        found = []
+        assert wait_until(lambda: found.extend(children(self.proc.pid))
+                          or found, timeout=timeout), \
+            f"no server under keeper {self.proc.pid}:\n{self.log()}"
+        return found[0]
+
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
@@ -136,8 +160,8 @@ class Powerfs:
     def force_cleanup(self):
         subprocess.run([FUSERMOUNT, "-uz", self.mnt], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, timeout=10)
+        self.kill_all()
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
             try:
                 self.proc.wait(5)
             except subprocess.TimeoutExpired:
@@ -146,8 +170,7 @@ class Powerfs:
     def abort(self, reason):
         """Watchdog: kill the server so that hung requests fail at once."""
         self.killed_reason = reason
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
+        self.kill_all()
         subprocess.run([FUSERMOUNT, "-uz", self.mnt], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, timeout=10)
 
@@ -282,6 +305,15 @@ class Powerfs:
         if problems and not quiet:
             pytest.fail("test left the shared mount dirty: "
                         + "; ".join(problems), pytrace=False)
+
+
+def children(pid):
+    """Pids whose parent is pid."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
 
 
 def parse_sources(data):

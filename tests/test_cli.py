@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+import conftest
+
 from conftest import (BAD_LOG_PATTERNS, FUSERMOUNT, POWERFS, REPO, Powerfs,
                       _live, wait_until)
 
@@ -130,6 +132,11 @@ def find_daemon(mnt):
     return pids
 
 
+def parent_pid(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
 def test_background_mode(tmpdir_):
     mnt = os.path.join(tmpdir_, "mnt")
     os.mkdir(mnt)
@@ -142,12 +149,19 @@ def test_background_mode(tmpdir_):
     assert os.path.ismount(mnt), "not mounted when the command returned"
     with open(os.path.join(mnt, "state"), "rb") as f:
         assert f.read() == b"freeze mem disk\n"
+    # Two processes: the keeper holding the mount, its child serving it.
     pids = find_daemon(mnt)
-    assert len(pids) == 1, pids
+    assert len(pids) == 2, pids
+    parents = {pid: parent_pid(pid) for pid in pids}
+    keeper = [pid for pid in pids if parents[pid] not in pids]
+    server = [pid for pid in pids if parents[pid] in pids]
+    assert len(keeper) == 1 and len(server) == 1, parents
+    assert parents[keeper[0]] != os.getpid(), "the keeper did not detach"
     u = subprocess.run([FUSERMOUNT, "-u", mnt], capture_output=True)
     assert u.returncode == 0, u.stderr
-    assert wait_until(lambda: not os.path.exists(f"/proc/{pids[0]}"),
-                      timeout=5), "daemon still running after unmount"
+    for pid in pids:
+        assert wait_until(lambda: not os.path.exists(f"/proc/{pid}"),
+                          timeout=5), "daemon still running after unmount"
     # (tmpdir_ cleans up after a failure.)
 
 
@@ -242,11 +256,15 @@ def test_a_dead_mount_is_replaced_even_with_cached_attributes(tmpdir_):
     mnt = os.path.join(tmpdir_, "mnt")
     os.mkdir(mnt)
     a = subprocess.Popen([POWERFS, "-f", mnt], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
     assert wait_until(lambda: os.path.ismount(mnt), timeout=5)
     os.stat(os.path.join(mnt, "state"))     # attributes cached for an hour
-    a.kill()
+    # Keeper and server both: nothing holds the connection any more.
+    os.killpg(a.pid, signal.SIGKILL)
     a.wait(5)
+    assert wait_until(lambda: not conftest.children(a.pid) and
+                      not os.path.exists(f"/proc/{a.pid}"), timeout=5)
     b = subprocess.Popen([POWERFS, "-f", mnt], stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:

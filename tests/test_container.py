@@ -55,8 +55,10 @@ def test_powerfs_options_are_passed():
 def test_powerfs_exits_with_the_command():
     r = run("sh", "-c", 'pgrep -f "powerfs .*$POWERFS_CONTAINER_MOUNT"')
     assert r.returncode == 0, r.stderr
-    pid = int(r.stdout)
-    assert conftest.wait_until(lambda: not os.path.exists(f"/proc/{pid}"))
+    pids = [int(x) for x in r.stdout.split()]
+    assert len(pids) == 2, pids     # the keeper and its server
+    for pid in pids:
+        assert conftest.wait_until(lambda: not os.path.exists(f"/proc/{pid}"))
 
 
 def test_usage_errors():

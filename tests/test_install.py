@@ -18,11 +18,17 @@ def test_make_install_puts_binary_man_page_and_unit(tmp_path):
     assert (dest / "opt/pf/share/man/man1/powerfs.1").read_text() == \
         (conftest.REPO / "powerfs.1").read_text()
     unit = (dest / "lib/systemd/system/powerfs.service").read_text()
-    assert "Type=notify" in unit
-    assert "ExecStart=/opt/pf/bin/powerfs -f --backend=logind -o allow_other " \
-        "/run/power" in unit
-    assert "Restart=on-failure" in unit
-    assert "ExecStartPre=-/usr/bin/fusermount3 -uz /run/power" in unit
+    lines = unit.splitlines()
+    for line in ["Type=notify", "NotifyAccess=main",
+                 "ExecStart=/opt/pf/bin/powerfs -f --backend=logind "
+                 "-o allow_other --state-file=/var/lib/powerfs/state "
+                 "/run/power",
+                 "ExecReload=/bin/kill -HUP $MAINPID", "KillMode=mixed",
+                 "StateDirectory=powerfs", "FileDescriptorStoreMax=4",
+                 "Restart=on-failure"]:
+        assert line in lines, line
+    # Nothing may unmount a mount the fd store keeps alive for a restart.
+    assert "fusermount3" not in unit
     assert subprocess.run([str(binary), "--version"], capture_output=True,
                           text=True).stdout.startswith("powerfs ")
 
@@ -38,9 +44,27 @@ def test_ready_is_notified_once_the_mount_is_live(tmp_path, monkeypatch):
     pfs = conftest.Powerfs()
     pfs.start()
     try:
-        msg = sock.recv(4096).decode()
-        assert "READY=1" in msg.split("\n")
-        assert f"STATUS=serving {pfs.mnt}" in msg
+        # First the connection goes to the fd store (with its
+        # descriptors), then READY=1 from the keeper, the main pid.
+        stored = {}
+        while True:
+            msg, fds, _, _ = socket.recv_fds(sock, 4096, 4)
+            fields = msg.decode().split("\n")
+            if "FDSTORE=1" in fields:
+                name = [f for f in fields if f.startswith("FDNAME=")]
+                assert len(name) == 1 and len(fds) == 1, (fields, fds)
+                stored[name[0][len("FDNAME="):]] = os.fstat(fds[0])
+                for fd in fds:
+                    os.close(fd)
+                continue
+            assert not fds
+            break
+        assert sorted(stored) == ["powerfs-fuse", "powerfs-session"]
+        assert os.major(stored["powerfs-fuse"].st_rdev) == 10  # /dev/fuse
+        assert os.minor(stored["powerfs-fuse"].st_rdev) == 229
+        assert "READY=1" in fields
+        assert f"MAINPID={pfs.proc.pid}" in fields
+        assert f"STATUS=serving {pfs.mnt}" in fields
         assert pfs.read("wake_lock") == b"\n"
     finally:
         pfs.stop()

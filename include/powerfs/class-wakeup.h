@@ -8,17 +8,17 @@
 
 struct pf_class_wakeup;
 
-/* Mounts on mountpoint with the given FUSE mount options ("-o" syntax, may
- * be NULL) and serves one wakeupN/ directory per source of engine from the
- * thread-default main context.  If the kernel ends the session
+/* Serves the mount whose connection is fuse_fd (session_fd: see
+ * pf_session_serve()), one wakeupN/ directory per source of engine, from
+ * the thread-default main context.  If the kernel ends the connection
  * (fusermount3 -u), the mount is gone and the rest of powerfs goes on. */
-struct pf_class_wakeup *pf_class_wakeup_mount(struct wakeup_engine *engine,
+struct pf_class_wakeup *pf_class_wakeup_serve(struct wakeup_engine *engine,
+					      int fuse_fd, int session_fd,
 					      const char *mountpoint,
-					      const char *mount_options,
 					      GError **error);
 /* Takes no more requests. */
 void pf_class_wakeup_stop(struct pf_class_wakeup *cw);
-/* Unmounts (if still mounted) and frees; call before freeing the engine. */
-void pf_class_wakeup_unmount(struct pf_class_wakeup *cw);
+/* Stops serving and frees; call before freeing the engine. */
+void pf_class_wakeup_free(struct pf_class_wakeup *cw);
 
 #endif

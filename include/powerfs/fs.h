@@ -9,13 +9,13 @@
 
 struct pf_fs;
 
-/* Mounts on mountpoint with the given FUSE mount options ("-o" syntax,
- * may be NULL) and starts serving from the thread-default main context.
- * on_unmounted runs when the kernel ends the session (fusermount3 -u).
- * When the system sleeps, waiting requests are answered (see
+/* Serves the mount whose connection is fuse_fd (session_fd: see
+ * pf_session_serve()) from the thread-default main context.  on_unmounted
+ * runs when the kernel ends the connection (fusermount3 -u).  When the
+ * system sleeps, waiting requests are answered (see
  * suspend_set_sleep_hooks()). */
-struct pf_fs *pf_fs_mount(struct power *pw, const char *mountpoint,
-			  const char *mount_options, gboolean debug,
+struct pf_fs *pf_fs_serve(struct power *pw, int fuse_fd, int session_fd,
+			  const char *mountpoint, gboolean debug,
 			  GSourceFunc on_unmounted, gpointer data,
 			  GError **error);
 
@@ -40,8 +40,9 @@ void pf_fs_chown_writable(struct pf_fs *fs, uid_t uid, gid_t gid);
 /* Takes no more requests (at shutdown, before the state is saved). */
 void pf_fs_stop(struct pf_fs *fs);
 
-/* Fails every parked request (blocked readers get EINTR, pending writes EIO),
- * unmounts and frees. */
-void pf_fs_unmount(struct pf_fs *fs);
+/* Fails every parked request (blocked readers get EINTR, pending writes
+ * EIO), or, handing over to a successor, leaves them for the kernel to send
+ * again; stops serving and frees. */
+void pf_fs_free(struct pf_fs *fs, gboolean hand_over);
 
 #endif
