@@ -51,7 +51,9 @@ struct state_file {
 	int fd;			/* the log, O_APPEND; -1 once broken */
 	gsize log_bytes, snapshot_bytes;
 	GHashTable *dirty;	/* struct wakeup_source * that changed */
-	gboolean globals_dirty;
+	gboolean counts_dirty;	/* a source changed: the counters moved */
+	gboolean globals_dirty;	/* anything else may have changed */
+	GHashTable *written;	/* global line's key -> its last line */
 	GString *out;		/* lines on their way to the file */
 	GSource *flusher;	/* writes them before the loop sleeps */
 };
@@ -60,8 +62,17 @@ struct state_file {
 
 static void append_hex(GString *out, const char *name)
 {
-	for (const guchar *p = (const guchar *)name; *p; p++)
-		g_string_append_printf(out, "%02x", *p);
+	static const char digits[] = "0123456789abcdef";
+	gsize len = strlen(name), at = out->len;
+
+	/* By hand: a printf per byte cost microseconds per request. */
+	g_string_set_size(out, at + 2 * len);
+	for (gsize i = 0; i < len; i++) {
+		guchar c = (guchar)name[i];
+
+		out->str[at + 2 * i] = digits[c >> 4];
+		out->str[at + 2 * i + 1] = digits[c & 0xf];
+	}
 }
 
 static void append_record(GString *out, const struct wakeup_record *r)
@@ -94,11 +105,40 @@ static void append_source(struct state_file *sf,
 	append_record(sf->out, &r);
 }
 
+/* A global line (counts, autosleep, stats, one per owner) is appended only
+ * when it differs from the last one written for its key: a lock/unlock
+ * pair moves the counters, not the twenty owners. */
+static void append_if_changed(struct state_file *sf, char *key, char *line)
+{
+	const char *last = g_hash_table_lookup(sf->written, key);
+
+	if (!g_strcmp0(last, line)) {
+		g_free(key);
+		g_free(line);
+		return;
+	}
+	g_string_append(sf->out, line);
+	g_hash_table_replace(sf->written, key, line);
+}
+
 static void append_owner(const char *path, mode_t mode, uid_t uid, gid_t gid,
 			 gpointer data)
 {
-	g_string_append_printf(data, "owner %s %04o %u %u\n", path, mode, uid,
-			       gid);
+	append_if_changed(data, g_strconcat("owner ", path, NULL),
+			  g_strdup_printf("owner %s %04o %u %u\n", path, mode,
+					  uid, gid));
+}
+
+static void append_counts(struct state_file *sf)
+{
+	gboolean armed;
+	guint registered, saved;
+
+	wakeup_get_count(sf->pw->engine, &registered);
+	saved = wakeup_get_handshake(sf->pw->engine, &armed);
+	append_if_changed(sf, g_strdup("counts"),
+			  g_strdup_printf("counts %u %d %u\n", registered,
+					  armed, saved));
 }
 
 static void append_globals(struct state_file *sf)
@@ -106,26 +146,21 @@ static void append_globals(struct state_file *sf)
 	struct power *pw = sf->pw;
 	const struct suspend_stats *st = suspend_get_stats(pw->suspend);
 	enum pm_state as = autosleep_state(pw->autosleep);
-	gboolean armed;
-	guint registered, saved;
 
-	wakeup_get_count(pw->engine, &registered);
-	saved = wakeup_get_handshake(pw->engine, &armed);
-	g_string_append_printf(sf->out, "counts %u %d %u\n", registered, armed,
-			       saved);
-	g_string_append_printf(sf->out, "autosleep %s\n",
-			       as == PM_ON ? "off" : pm_state_label(as));
-	g_string_append_printf(sf->out,
-			       "stats %d %d %d %d %d %d %d %d %d %d %d %s\n",
-			       st->success, st->fail, st->failed_freeze,
-			       st->failed_prepare, st->failed_suspend,
-			       st->failed_suspend_late,
-			       st->failed_suspend_noirq, st->failed_resume,
-			       st->failed_resume_early,
-			       st->failed_resume_noirq, st->last_failed_errno,
-			       *st->last_failed_step ? st->last_failed_step :
-						       "-");
-	pf_fs_foreach_owner(sf->fs, append_owner, sf->out);
+	append_counts(sf);
+	append_if_changed(sf, g_strdup("autosleep"),
+			  g_strdup_printf("autosleep %s\n",
+					  as == PM_ON ? "off" :
+							pm_state_label(as)));
+	append_if_changed(sf, g_strdup("stats"), g_strdup_printf(
+		"stats %d %d %d %d %d %d %d %d %d %d %d %s\n",
+		st->success, st->fail, st->failed_freeze, st->failed_prepare,
+		st->failed_suspend, st->failed_suspend_late,
+		st->failed_suspend_noirq, st->failed_resume,
+		st->failed_resume_early, st->failed_resume_noirq,
+		st->last_failed_errno,
+		*st->last_failed_step ? st->last_failed_step : "-"));
+	pf_fs_foreach_owner(sf->fs, append_owner, sf);
 }
 
 /* --- writing -------------------------------------------------------------- */
@@ -160,7 +195,7 @@ static void visit_lock(const struct wakeup_source *ws, gpointer data)
 }
 
 /* A file holding the whole state: the header, then every object once (the
- * locks least recently used first, as they are to be restored). */
+ * locks in the order they were created, as they are to be restored). */
 static void compact(struct state_file *sf)
 {
 	struct power *pw = sf->pw;
@@ -169,12 +204,13 @@ static void compact(struct state_file *sf)
 	g_string_truncate(sf->out, 0);
 	g_string_append_printf(sf->out, "powerfs-state %d %s\n", FORMAT,
 			       sf->boot_id);
+	g_hash_table_remove_all(sf->written);
 	append_globals(sf);
 	append_source(sf, autosleep_source(pw->autosleep));
 	append_source(sf, wakeup_deleted_source(pw->engine));
 	wakelocks_foreach(pw->wakelocks, visit_lock, sf);
 	g_hash_table_remove_all(sf->dirty);
-	sf->globals_dirty = FALSE;
+	sf->counts_dirty = sf->globals_dirty = FALSE;
 
 	fd = open(sf->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
 				       O_CLOEXEC, 0600);
@@ -205,8 +241,8 @@ void state_file_flush(struct state_file *sf)
 
 	if (!sf || sf->fd < 0)
 		return;
-	if (!g_hash_table_size(sf->dirty) && !sf->globals_dirty &&
-	    !sf->out->len)
+	if (!g_hash_table_size(sf->dirty) && !sf->counts_dirty &&
+	    !sf->globals_dirty && !sf->out->len)
 		return;
 	if (sf->log_bytes > MAX(COMPACT_MIN,
 				COMPACT_FACTOR * sf->snapshot_bytes)) {
@@ -219,7 +255,9 @@ void state_file_flush(struct state_file *sf)
 	g_hash_table_remove_all(sf->dirty);
 	if (sf->globals_dirty)
 		append_globals(sf);
-	sf->globals_dirty = FALSE;
+	else if (sf->counts_dirty)
+		append_counts(sf);
+	sf->counts_dirty = sf->globals_dirty = FALSE;
 	if (!write_all(sf->fd, sf->out->str, sf->out->len))
 		broken(sf, "writing", errno);
 	sf->log_bytes += sf->out->len;
@@ -232,10 +270,12 @@ static void changed(struct wakeup_source *ws, gpointer data)
 
 	if (sf->fd < 0)
 		return;
-	/* Every source change moves the counters too. */
-	sf->globals_dirty = TRUE;
-	if (!ws)
+	if (!ws) {
+		sf->globals_dirty = TRUE;
 		return;
+	}
+	/* Every source change moves the counters too. */
+	sf->counts_dirty = TRUE;
 	if (!wakeup_source_unregistering(ws)) {
 		g_hash_table_add(sf->dirty, ws);
 		return;
@@ -268,7 +308,8 @@ static GSourceFuncs flusher_funcs = { .prepare = flusher_prepare };
 struct saved_lock {
 	char *name;
 	struct wakeup_record rec;
-	guint64 line;		/* of its last record: the order of use */
+	guint64 first_line;	/* since it was last gone: its creation */
+	guint64 line;		/* of its last record: its last use */
 };
 
 static void saved_lock_free(gpointer p)
@@ -439,12 +480,17 @@ static gboolean parse_line(struct saved *sv, char *line, guint64 lineno,
 	} else if (!g_strcmp0(kind, "lock")) {
 		struct saved_lock *l = g_new0(struct saved_lock, 1);
 
+		struct saved_lock *old;
+
 		l->name = name_from_hex(f[1]);
-		l->line = lineno;
+		l->first_line = l->line = lineno;
 		if (!l->name || !parse_record(f + 2, now, &l->rec)) {
 			saved_lock_free(l);
 			return FALSE;
 		}
+		old = g_hash_table_lookup(sv->locks, l->name);
+		if (old)
+			l->first_line = old->first_line;
 		g_hash_table_replace(sv->locks, l->name, l);
 	} else if (!g_strcmp0(kind, "gone")) {
 		g_autofree char *name = name_from_hex(f[1]);
@@ -456,6 +502,15 @@ static gboolean parse_line(struct saved *sv, char *line, guint64 lineno,
 		return FALSE;
 	}
 	return TRUE;
+}
+
+static gint by_first_line(gconstpointer a, gconstpointer b)
+{
+	const struct saved_lock *x = *(struct saved_lock *const *)a;
+	const struct saved_lock *y = *(struct saved_lock *const *)b;
+
+	return x->first_line < y->first_line ? -1 :
+					       x->first_line > y->first_line;
 }
 
 static gint by_line(gconstpointer a, gconstpointer b)
@@ -511,7 +566,11 @@ static void apply(struct state_file *sf, struct saved *sv)
 	if (sv->have_deleted_rec)
 		wakeup_source_load(wakeup_deleted_source(pw->engine),
 				   &sv->deleted_rec);
-	g_ptr_array_sort(locks, by_line);
+	/* Created in their order (the order wakeup_sources lists them),
+	 * then used in the order of their last change: the least recently
+	 * used are collected first, as before.  (A snapshot knows only the
+	 * first order: after one, the second is the first.) */
+	g_ptr_array_sort(locks, by_first_line);
 	for (guint i = 0; i < locks->len; i++) {
 		struct saved_lock *saved = locks->pdata[i];
 		struct wakeup_source *ws = wakelocks_restore(pw->wakelocks,
@@ -525,6 +584,10 @@ static void apply(struct state_file *sf, struct saved *sv)
 		restored++;
 		held += saved->rec.active;
 	}
+	g_ptr_array_sort(locks, by_line);
+	for (guint i = 0; i < locks->len; i++)
+		wakelocks_restore(pw->wakelocks,
+				  ((struct saved_lock *)locks->pdata[i])->name);
 	if (sv->have_stats) {
 		sv->stats.last_failed_step = sv->step;
 		suspend_load_stats(pw->suspend, &sv->stats);
@@ -642,6 +705,8 @@ struct state_file *state_file_open(const char *path, struct power *pw,
 	sf->fs = fs;
 	sf->fd = -1;
 	sf->dirty = g_hash_table_new(g_direct_hash, g_direct_equal);
+	sf->written = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+					    g_free);
 	sf->out = g_string_new(NULL);
 	read_boot_id(sf->boot_id, sizeof(sf->boot_id));
 	/* A snapshot a crash cut short. */
@@ -667,6 +732,7 @@ void state_file_close(struct state_file *sf)
 	if (sf->fd >= 0)
 		close(sf->fd);
 	g_hash_table_unref(sf->dirty);
+	g_hash_table_unref(sf->written);
 	g_string_free(sf->out, TRUE);
 	g_free(sf->tmp_path);
 	g_free(sf->path);

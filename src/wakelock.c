@@ -197,11 +197,28 @@ void wakelocks_show(const struct wakelocks *wls, gboolean active,
 	g_string_append_c(out, '\n');
 }
 
+struct visit_locks {
+	const struct wakelocks *wls;
+	wakeup_source_visit visit;
+	gpointer data;
+};
+
+static void visit_if_lock(const struct wakeup_source *ws, gpointer data)
+{
+	struct visit_locks *v = data;
+	struct wakelock *wl = g_hash_table_lookup(v->wls->by_name,
+						  wakeup_source_name(ws));
+
+	if (wl && wl->ws == ws)
+		v->visit(ws, v->data);
+}
+
 void wakelocks_foreach(const struct wakelocks *wls, wakeup_source_visit visit,
 		       gpointer data)
 {
-	for (GList *l = wls->lru.tail; l; l = l->prev)
-		visit(((struct wakelock *)l->data)->ws, data);
+	struct visit_locks v = { wls, visit, data };
+
+	wakeup_foreach_source_oldest_first(wls->engine, visit_if_lock, &v);
 }
 
 struct wakeup_source *wakelocks_restore(struct wakelocks *wls,

@@ -639,6 +639,14 @@ void wakeup_foreach_source(const struct wakeup_engine *e,
 		visit(l->data, data);
 }
 
+void wakeup_foreach_source_oldest_first(const struct wakeup_engine *e,
+					wakeup_source_visit visit,
+					gpointer data)
+{
+	for (GList *l = e->sources.tail; l; l = l->prev)
+		visit(l->data, data);
+}
+
 /* The source exactly as it is: within one boot the monotonic clock goes on
  * across a restart of powerfs, so the times stay true as they are. */
 void wakeup_source_save(const struct wakeup_source *ws,

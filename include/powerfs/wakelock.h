@@ -28,7 +28,7 @@ void wakelocks_show(const struct wakelocks *wls, gboolean active,
 
 guint wakelocks_count(const struct wakelocks *wls);
 
-/* The locks' sources, least recently used first (for saving them). */
+/* The locks' sources in the order they were created (for saving them). */
 void wakelocks_foreach(const struct wakelocks *wls, wakeup_source_visit visit,
 		       gpointer data);
 /* Recreate a saved lock, inactive and without an event (its state is

@@ -108,6 +108,10 @@ typedef void (*wakeup_source_visit)(const struct wakeup_source *ws,
 				    gpointer data);
 void wakeup_foreach_source(const struct wakeup_engine *engine,
 			   wakeup_source_visit visit, gpointer data);
+/* The same, oldest first: the order to register them again in. */
+void wakeup_foreach_source_oldest_first(const struct wakeup_engine *engine,
+					wakeup_source_visit visit,
+					gpointer data);
 
 /* One source's statistics, with the current activation included (as the
  * kernel prints them).  Times in milliseconds. */
