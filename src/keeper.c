@@ -294,7 +294,11 @@ static gboolean server_ended(struct keeper *k, int status, int *exit_status)
 		*exit_status = 0;
 		return TRUE;
 	}
-	if (k->stopping || !k->ready || crashing(k)) {
+	/* SIGKILL comes from outside (an administrator, the OOM killer):
+	 * only the server's own crashes can repeat themselves, on a request
+	 * the kernel sends again and again. */
+	if (k->stopping || !k->ready ||
+	    (WTERMSIG(status) != SIGKILL && crashing(k))) {
 		g_warning("the server died (%s) %s: giving up",
 			  strsignal(WTERMSIG(status)),
 			  k->stopping ? "while stopping" :
