@@ -13,6 +13,11 @@
  *   bench-client readall FILE WARMUP N
  *       N x (open FILE, read it to EOF in 1 MiB reads, close).  Prints
  *       ns per whole read, then the byte count.
+ *   bench-client churn DIR PREFIX K WARMUP N
+ *       One client, fds kept open, K names PREFIX<i> taken in turn: N x
+ *       (lock name i, unlock name i) after WARMUP untimed pairs, each write
+ *       timed on its own.  Prints the median, 99th percentile and maximum
+ *       write latency in ns, then the elapsed ns of the timed part.
  *
  * All times CLOCK_MONOTONIC.  Any failing call is fatal (exit 1, errno on
  * stderr), so a broken server cannot pass for a fast one.
@@ -209,6 +214,48 @@ static int cmd_readall(char **argv)
 	return 0;
 }
 
+static int cmp_ll(const void *a, const void *b)
+{
+	long long x = *(const long long *)a, y = *(const long long *)b;
+
+	return (x > y) - (x < y);
+}
+
+static int cmd_churn(char **argv)
+{
+	int lock = open_in(argv[0], "wake_lock", O_WRONLY);
+	int unlock = open_in(argv[0], "wake_unlock", O_WRONLY);
+	long k = atol(argv[2]), warmup = atol(argv[3]), n = atol(argv[4]);
+	long long *lat = calloc(2 * (size_t)n, sizeof(*lat)), t0, t1;
+	char name[4096];
+
+	if (!lat || k < 1 || n < 1)
+		die("churn: bad arguments or no memory");
+	t0 = now_ns();
+	for (long i = -warmup; i < n; i++) {
+		int len = snprintf(name, sizeof(name), "%s%ld", argv[1],
+				   (i + warmup) % k);
+		long long a = now_ns(), b, c;
+
+		write_all(lock, name, (size_t)len, "write wake_lock");
+		b = now_ns();
+		write_all(unlock, name, (size_t)len, "write wake_unlock");
+		c = now_ns();
+		if (i < 0) {
+			t0 = c;
+			continue;
+		}
+		lat[2 * i] = b - a;
+		lat[2 * i + 1] = c - b;
+	}
+	t1 = now_ns();
+	qsort(lat, 2 * (size_t)n, sizeof(*lat), cmp_ll);
+	printf("%lld\n%lld\n%lld\n%lld\n", lat[n], lat[(2 * n * 99) / 100],
+	       lat[2 * n - 1], t1 - t0);
+	free(lat);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -220,6 +267,7 @@ int main(int argc, char **argv)
 		{ "par", 5, cmd_par },
 		{ "fill", 3, cmd_fill },
 		{ "readall", 3, cmd_readall },
+		{ "churn", 5, cmd_churn },
 	};
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -229,7 +277,7 @@ int main(int argc, char **argv)
 				break;
 			return cmds[i].run(argv + 2);
 		}
-	fprintf(stderr, "usage: bench-client pairs|par|fill|readall ... "
+	fprintf(stderr, "usage: bench-client pairs|par|fill|readall|churn ... "
 			"(see the comment at the top of bench-client.c)\n");
 	return 2;
 }
