@@ -941,7 +941,10 @@ def test_sysfs_backend_writes_as_root_where_dir_state_points(mount, tmp_path):
     (d / "state").symlink_to(victim)
     p = mount(f"--backend=sysfs:{d}")
     assert p.write("state", b"mem") == 3
-    assert victim.read_text() == "memeze mem disk\n"
+    # The write is answered when the sleep begins, just before powerfs
+    # writes DIR/state.
+    assert wait_until(lambda: victim.read_text() == "memeze mem disk\n", 5), \
+        victim.read_text()
 
 
 @pytest.fixture
