@@ -286,9 +286,9 @@ static char *check_class_wakeup_dir(const char *path, const char *mountpoint)
 
 /* --state-file=PATH must be somewhere we can write, outside our own mount
  * (reading or writing it would wait for ourselves), and a regular file if
- * it exists (a FIFO would block the start).  A symbolic link is replaced at
- * the first save, never written through, but read at start: it too must
- * lead to a regular file, or nowhere. */
+ * it exists (a FIFO would block the start).  A symbolic link is never read
+ * or written through (state-file.c opens with O_NOFOLLOW and replaces it);
+ * it is accepted when it leads to a regular file or nowhere. */
 static void check_state_file(const char *path, const char *mountpoint)
 {
 	g_autofree char *dir = g_path_get_dirname(path);
