@@ -248,3 +248,18 @@ def test_times_go_on_across_a_restart(mount, tmp_path):
     with conftest.raises_errno(errno.EBUSY):
         b.write("state", b"mem")
     b.unlock("held")
+
+
+def test_a_snapshot_cut_short_by_a_crash_is_removed(mount, tmp_path):
+    """A kill -9 while a snapshot is written leaves PATH.tmp (a snapshot is
+    written beside the log, then renamed over it): the next start removes
+    it and restores from the log, which the crash did not touch."""
+    state = tmp_path / "state"
+    a = mount(f"--state-file={state}")
+    a.lock("kept")
+    finish(a)
+    tmp = tmp_path / "state.tmp"
+    tmp.write_bytes(b"powerfs-state 2 half a snaps")
+    b = mount(f"--state-file={state}")
+    assert not tmp.exists()
+    assert b.active() == [b"kept"]
