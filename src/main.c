@@ -444,27 +444,33 @@ static void block_sleep_while_active(gpointer data)
 /* How the server's loop ended. */
 static enum { RUNNING, STOPPED, UNMOUNTED, HANDING_OVER, KEEPING } ending;
 
-static gboolean stop_on_signal(gpointer loop)
-{
-	g_message("terminating");
-	ending = STOPPED;
-	g_main_loop_quit(loop);
-	return G_SOURCE_CONTINUE;
-}
+/* A signal that ends the server's loop, and how. */
+struct loop_end {
+	int how;
+	GLogLevelFlags level;
+	const char *message;
+};
 
-static gboolean hand_over_on_signal(gpointer loop)
-{
-	g_message("handing over to a successor");
-	ending = HANDING_OVER;
-	g_main_loop_quit(loop);
-	return G_SOURCE_CONTINUE;
-}
+static const struct loop_end stopped = { STOPPED, G_LOG_LEVEL_MESSAGE,
+					 "terminating" };
+static const struct loop_end handing_over = {
+	HANDING_OVER, G_LOG_LEVEL_MESSAGE, "handing over to a successor" };
+static const struct loop_end keeping = {
+	KEEPING, G_LOG_LEVEL_WARNING,
+	"the keeper died: this server becomes the keeper" };
 
-static gboolean keeper_died(gpointer loop)
+static GMainLoop *server_loop;
+
+static gboolean end_loop_on_signal(gpointer data)
 {
-	g_warning("the keeper died: this server becomes the keeper");
-	ending = KEEPING;
-	g_main_loop_quit(loop);
+	const struct loop_end *end = data;
+
+	if (end->level == G_LOG_LEVEL_WARNING)
+		g_warning("%s", end->message);
+	else
+		g_message("%s", end->message);
+	ending = end->how;
+	g_main_loop_quit(server_loop);
 	return G_SOURCE_CONTINUE;
 }
 
@@ -568,14 +574,17 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 		sf = state_file_open(opt.state_file, pw, fs);
 		pf_fs_set_before_reply(fs, (wakeup_func)state_file_flush, sf);
 	}
-	g_unix_signal_add(SIGTERM, stop_on_signal, loop);
-	g_unix_signal_add(SIGINT, stop_on_signal, loop);
+	server_loop = loop;
+	g_unix_signal_add(SIGTERM, end_loop_on_signal, (gpointer)&stopped);
+	g_unix_signal_add(SIGINT, end_loop_on_signal, (gpointer)&stopped);
 	g_unix_signal_add(SIGHUP, ignore_hup, NULL);
 	if (g_getenv("POWERFS_FDS")) {
 		sigset_t usr1;
 
-		g_unix_signal_add(SIGUSR2, hand_over_on_signal, loop);
-		g_unix_signal_add(SIGUSR1, keeper_died, loop);
+		g_unix_signal_add(SIGUSR2, end_loop_on_signal,
+				  (gpointer)&handing_over);
+		g_unix_signal_add(SIGUSR1, end_loop_on_signal,
+				  (gpointer)&keeping);
 		/* Blocked by the keeper until now (see keeper.c). */
 		sigemptyset(&usr1);
 		sigaddset(&usr1, SIGUSR1);
