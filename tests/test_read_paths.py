@@ -413,6 +413,19 @@ def thaw_v2(cg):
         f.write("0")
 
 
+def remove_cgroup(cg):
+    """rmdir once the frozen-then-killed task has left (EBUSY until then)."""
+    deadline = time.monotonic() + 2
+    while True:
+        try:
+            os.rmdir(cg)
+            return
+        except OSError as e:
+            if e.errno != errno.EBUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 FREEZERS = {
     "v1": (FREEZER_V1, freeze_v1, frozen_v1, thaw_v1),
     "v2": (CGROUP_V2, freeze_v2, frozen_v2, thaw_v2),
@@ -457,14 +470,7 @@ def test_freezer_freezes_a_busybox_cat_of_wakeup_count(pfs, version):
             thaw(cg)
             proc.kill()
             proc.wait(5)
-        for _ in range(100):
-            try:
-                os.rmdir(cg)
-                break
-            except OSError as e:
-                if e.errno != errno.EBUSY:
-                    raise
-                time.sleep(0.02)
+        remove_cgroup(cg)
 
 
 @pytest.mark.skipif(not BUSYBOX, reason="busybox is not installed")
@@ -551,11 +557,4 @@ def test_freezer_freezes_the_second_busybox_cat(pfs):
             if p.poll() is None:
                 p.kill()
                 p.wait(5)
-        for _ in range(100):
-            try:
-                os.rmdir(cg)
-                break
-            except OSError as e:
-                if e.errno != errno.EBUSY:
-                    raise
-                time.sleep(0.02)
+        remove_cgroup(cg)
