@@ -17,10 +17,11 @@
  * sendfile(2) and splice(2) do not honour direct_io (Linux 6.5 and later):
  * they read through the page cache, up to the size the kernel holds for the
  * inode, which a short read lowers to what it returned.  So names are looked
- * up again at every path walk (the lookup restores st_size), and an open
- * drops the pages a page-cache read left, unless a page-cache read is
- * waiting (a blocked wakeup_count): it holds its page locked, and the
- * opener would wait for it, uninterruptibly.  The page cache's reads are
+ * up again at every path walk, each lookup answering a new inode with the
+ * full size (below), and an open of an inode met before (a reopen through
+ * /proc/PID/fd, a file bound on its own) drops the pages a page-cache read
+ * left, unless a page-cache read is waiting (a blocked wakeup_count): it
+ * holds its page locked, and the opener would wait for it, uninterruptibly.  The page cache's reads are
  * synchronous requests, so a waiting one is interrupted by a signal or the
  * freezer like any other read.
  *
@@ -42,8 +43,7 @@
 
 /* The attribute table never changes while mounted, so the kernel may keep
  * attributes; but it must look a name up again at every path walk, since
- * that lookup is what restores st_size after a page-cache read lowered it
- * (see above). */
+ * that lookup is what gives the walk an inode of its own (see above). */
 #define ATTR_SECONDS 3600.0
 #define ENTRY_SECONDS 0.0
 
@@ -127,10 +127,7 @@ static struct node *node_get(struct pf_fs *fs, fuse_ino_t ino)
  * still hold, unless it gave out more than a million a second. */
 static fuse_ino_t clone_ino(struct pf_fs *fs, fuse_ino_t ino)
 {
-	if (!fs->clone_serial)
-		fs->clone_serial = (guint64)g_get_real_time();
-	fs->clone_serial++;
-	return (fs->clone_serial << CLONE_SHIFT) | ino;
+	return (++fs->clone_serial << CLONE_SHIFT) | ino;
 }
 
 static const char *node_name(const struct node *n)
@@ -737,6 +734,7 @@ static void build_nodes(struct pf_fs *fs)
 
 	clock_gettime(CLOCK_REALTIME, &now);
 	fs->mounted_at = now;
+	fs->clone_serial = (guint64)g_get_real_time();
 	fs->n_nodes = n_attrs + 1;
 	g_assert(fs->n_nodes < 1u << CLONE_SHIFT);
 	fs->nodes = g_new0(struct node, fs->n_nodes);
