@@ -25,7 +25,7 @@ endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 
-CORE := clock wakeup wakelock suspend autosleep power backend-simulate
+CORE := clock journal wakeup wakelock suspend autosleep power backend-simulate
 DAEMON := $(CORE) backend-sysfs backend-logind state-file caps attrs fuse-session fs class-wakeup keeper log main
 UNIT_TESTS := test-wakeup test-wakelock test-autosleep
 

@@ -105,6 +105,7 @@ struct locked_store {
 	pf_store_done done;
 	gpointer data;
 	gboolean answered;	/* the writer has its answer already */
+	struct pf_caller caller;	/* for the journal */
 };
 
 static void locked_store_free(struct locked_store *ls)
@@ -138,7 +139,7 @@ static void locked_store_resume(gpointer data)
 		locked_store_finish(ls, ret);
 }
 
-static gssize store_locked(struct power *pw,
+static gssize store_locked(struct power *pw, const struct pf_caller *caller,
 			   gssize (*run)(struct locked_store *ls),
 			   const char *buf, gsize len, pf_store_done done,
 			   gpointer data)
@@ -147,7 +148,7 @@ static gssize store_locked(struct power *pw,
 	gssize ret;
 
 	*ls = (struct locked_store){ pw, run, g_strndup(buf, len), len,
-				     PM_ON, done, data, FALSE };
+				     PM_ON, done, data, FALSE, *caller };
 	/* g_strndup stops at a NUL; keep the bytes after it too. */
 	memcpy(ls->buf, buf, len);
 	if (!suspend_lock(pw->suspend, locked_store_resume, ls))
@@ -226,6 +227,8 @@ static gssize state_store_locked(struct locked_store *ls)
 	/* A kernel without CONFIG_HIBERNATION answers "disk" so. */
 	if (!(suspend_valid_states(pw->suspend) & PM_STATE_BIT(state)))
 		return -ENOSYS;
+	suspend_set_origin(pw->suspend, "state", ls->caller.pid,
+			   ls->caller.uid);
 	ret = suspend_enter(pw->suspend, state, state_resumed, ls);
 	if (ret == PF_PENDING)
 		suspend_when_sleeping(pw->suspend, state_sleeping, ls);
@@ -236,8 +239,8 @@ static gssize state_store(struct power *pw, const struct pf_caller *caller,
 			  const char *buf, gsize len, pf_store_done done,
 			  gpointer data)
 {
-	(void)caller;
-	return store_locked(pw, state_store_locked, buf, len, done, data);
+	return store_locked(pw, caller, state_store_locked, buf, len, done,
+			    data);
 }
 
 /* wakeup_count */
@@ -252,17 +255,47 @@ static int wakeup_count_show(struct power *pw, GString *out)
 	return 0;
 }
 
-static gssize wakeup_count_store_locked(struct locked_store *ls)
+/* Who read which count, for the journal. */
+static void wakeup_count_read_by(struct power *pw,
+				 const struct pf_caller *caller,
+				 const GString *shown)
+{
+	char *end;
+	guint64 count;
+
+	if (!pw->journal)
+		return;
+	/* What wakeup_count_show() printed: "%u\n". */
+	count = g_ascii_strtoull(shown->str, &end, 10);
+	if (end != shown->str)
+		journal_count_read(pw->journal, (guint)count, caller->pid,
+				   caller->uid);
+}
+
+static gssize wakeup_count_save(struct locked_store *ls, guint *count,
+				gboolean *parsed)
 {
 	struct power *pw = ls->pw;
-	guint count;
 
+	*parsed = parse_uint_scanf(ls->buf, count);
 	if (autosleep_state(pw->autosleep) != PM_ON)
 		return -EBUSY;
-	if (!parse_uint_scanf(ls->buf, &count))
+	if (!*parsed)
 		return -EINVAL;
-	return wakeup_save_count(pw->engine, count) ? (gssize)ls->len :
-						      -EINVAL;
+	return wakeup_save_count(pw->engine, *count) ? (gssize)ls->len :
+						       -EINVAL;
+}
+
+static gssize wakeup_count_store_locked(struct locked_store *ls)
+{
+	gboolean parsed;
+	guint count = 0;
+	gssize ret = wakeup_count_save(ls, &count, &parsed);
+
+	journal_count_write(ls->pw->journal, parsed, count,
+			    ret < 0 ? (int)ret : 0, ls->caller.pid,
+			    ls->caller.uid);
+	return ret;
 }
 
 static gssize wakeup_count_store(struct power *pw,
@@ -270,9 +303,8 @@ static gssize wakeup_count_store(struct power *pw,
 				 const char *buf, gsize len,
 				 pf_store_done done, gpointer data)
 {
-	(void)caller;
-	return store_locked(pw, wakeup_count_store_locked, buf, len, done,
-			    data);
+	return store_locked(pw, caller, wakeup_count_store_locked, buf, len,
+			    done, data);
 }
 
 /* autosleep */
@@ -287,15 +319,27 @@ static int autosleep_show(struct power *pw, GString *out)
 }
 
 struct autosleep_write {
+	struct power *pw;
+	struct pf_caller caller;
+	enum pm_state state;
 	gsize len;
 	pf_store_done done;
 	gpointer data;
 };
 
+static void autosleep_journal(struct autosleep_write *w)
+{
+	journal_autosleep(w->pw->journal, w->state == PM_ON ? "off" :
+				pm_state_label(w->state),
+			  w->caller.pid, w->caller.uid);
+}
+
 static void autosleep_switched(int error, gpointer data)
 {
 	struct autosleep_write *w = data;
 
+	if (!error)
+		autosleep_journal(w);
 	w->done(error ? error : (gssize)w->len, w->data);
 	g_free(w);
 }
@@ -308,15 +352,16 @@ static gssize autosleep_store(struct power *pw, const struct pf_caller *caller,
 	struct autosleep_write *w;
 	int ret;
 
-	(void)caller;
 	/* "off" is compared as a C string: "off\0junk" is off too. */
 	if (state == PM_ON && strcmp(buf, "off") && strcmp(buf, "off\n"))
 		return -EINVAL;
 	w = g_new(struct autosleep_write, 1);
-	*w = (struct autosleep_write){ len, done, data };
+	*w = (struct autosleep_write){ pw, *caller, state, len, done, data };
 	ret = autosleep_set_state(pw->autosleep, state, autosleep_switched, w);
 	if (ret == PF_PENDING)
 		return PF_PENDING;
+	if (!ret)
+		autosleep_journal(w);
 	g_free(w);
 	return ret ? ret : (gssize)len;
 }
@@ -335,6 +380,7 @@ static gssize wake_lock_store(struct power *pw, const struct pf_caller *caller,
 {
 	const char *end = buf;
 	guint64 timeout_ns = 0;
+	struct wakeup_source *ws = NULL;
 	int ret;
 
 	(void)done;
@@ -349,8 +395,19 @@ static gssize wake_lock_store(struct power *pw, const struct pf_caller *caller,
 		return -EINVAL;
 	if (*end && *end != '\n' && !parse_u64(skip_spaces(end), &timeout_ns))
 		return -EINVAL;
+	if (pw->journal)
+		ws = wakelocks_lookup(pw->wakelocks, buf, end - buf);
 	ret = wakelocks_lock(pw->wakelocks, buf, end - buf, timeout_ns);
-	return ret ? ret : (gssize)len;
+	if (ret)
+		return ret;
+	/* The timeout as wakelocks_lock() rounds it. */
+	journal_lock(pw->journal, buf, end - buf,
+		     (guint32)MIN(timeout_ns / 1000000 +
+					  (timeout_ns % 1000000 != 0),
+				  G_MAXUINT32),
+		     !ws, ws && wakeup_source_active(ws), caller->pid,
+		     caller->uid);
+	return (gssize)len;
 }
 
 static int wake_unlock_show(struct power *pw, GString *out)
@@ -365,6 +422,8 @@ static gssize wake_unlock_store(struct power *pw,
 				pf_store_done done, gpointer data)
 {
 	gsize n = strlen(buf);
+	struct wakeup_source *ws;
+	gboolean was_active;
 	int ret;
 
 	(void)done;
@@ -376,8 +435,14 @@ static gssize wake_unlock_store(struct power *pw,
 		n--;
 	if (!n)
 		return -EINVAL;
+	ws = pw->journal ? wakelocks_lookup(pw->wakelocks, buf, n) : NULL;
+	was_active = ws && wakeup_source_active(ws);
 	ret = wakelocks_unlock(pw->wakelocks, buf, n);
-	return ret ? ret : (gssize)len;
+	if (ret)
+		return ret;
+	journal_unlock(pw->journal, buf, n, was_active, caller->pid,
+		       caller->uid);
+	return (gssize)len;
 }
 
 /* wakeup_sources (debugfs) */
@@ -457,13 +522,17 @@ static int stat_last_failed_step_show(struct power *pw, GString *out)
 #define STATS_DIR 6	/* index of the suspend_stats row below */
 #define FILE_RW(n) { .name = #n, .parent = ROOT, .mode = S_IFREG | 0644, \
 			.size = 4096, .show = n##_show, .store = n##_store }
+#define FILE_RW_READ_BY(n) { .name = #n, .parent = ROOT,		\
+			.mode = S_IFREG | 0644, .size = 4096,		\
+			.show = n##_show, .store = n##_store,		\
+			.read_by = n##_read_by }
 #define STAT_FILE(n) { .name = #n, .parent = STATS_DIR, \
 			.mode = S_IFREG | 0444, .size = 4096, \
 			.show = stat_##n##_show }
 
 static const struct pf_attr attrs[] = {
 	FILE_RW(state),
-	FILE_RW(wakeup_count),
+	FILE_RW_READ_BY(wakeup_count),
 	FILE_RW(autosleep),
 	FILE_RW(wake_lock),
 	FILE_RW(wake_unlock),

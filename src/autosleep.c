@@ -39,6 +39,7 @@ struct autosleep {
 	struct pf_timer *pause;
 	guint initial_count;
 	gint64 backoff_us;	/* after a backend failure; 0 after success */
+	struct journal *journal;
 };
 
 struct set_request {
@@ -84,6 +85,8 @@ static void back_off(struct autosleep *as, int error)
 		MIN(as->backoff_us * 2, MAX_BACKOFF_US) : MIN_BACKOFF_US;
 	g_warning("autosleep: suspend failed (%s), next attempt in %.1f s",
 		  g_strerror(-error), as->backoff_us / (double)G_USEC_PER_SEC);
+	journal_backoff(as->journal, error,
+			(guint)(as->backoff_us / (G_USEC_PER_SEC / 1000)));
 	pause_then_end(as, as->backoff_us);
 }
 
@@ -135,6 +138,7 @@ static void run_locked(gpointer data)
 		run_end(as, FALSE);
 		return;
 	}
+	suspend_set_origin(as->suspend, "autosleep", -1, 0);
 	ret = suspend_enter(as->suspend, as->state, run_resumed, as);
 	/* At once, -EBUSY is a wakeup event that came in time (no sleep, no
 	 * back-off); anything else is the backend failing before sleeping. */
@@ -233,6 +237,11 @@ void autosleep_restore_state(struct autosleep *as, enum pm_state state)
 	as->state = state;
 	wakeup_set_autosleep(as->engine, state != PM_ON);
 	queue_work(as);
+}
+
+void autosleep_set_journal(struct autosleep *as, struct journal *j)
+{
+	as->journal = j;
 }
 
 int autosleep_set_state(struct autosleep *as, enum pm_state state,

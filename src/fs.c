@@ -334,6 +334,12 @@ static void read_fresh(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
 		return;
 	}
 	of->snap.valid = TRUE;
+	if (of->node->attr->read_by) {
+		const struct fuse_ctx *ctx = fuse_req_ctx(req);
+		struct pf_caller caller = { ctx->pid, ctx->uid, ctx->gid };
+
+		of->node->attr->read_by(fs->pw, &caller, of->snap.text);
+	}
 	reply_snapshot(req, of, size, off, pagecache);
 }
 

@@ -51,6 +51,8 @@ static struct {
 	gchar *host_suspend_stats;
 	gchar *class_wakeup;
 	gchar *state_file;
+	gchar *journal;
+	gint64 journal_size;
 	gchar *owner;
 	gboolean no_keeper;
 	gchar **args;
@@ -59,6 +61,7 @@ static struct {
 	.simulate_sleep_ms = 1000,
 	.wakelock_limit = 100,
 	.wakelock_gc_seconds = 300,
+	.journal_size = JOURNAL_DEFAULT_SIZE,
 };
 
 static const GOptionEntry entries[] = {
@@ -109,6 +112,13 @@ static const GOptionEntry entries[] = {
 	{ "state-file", 0, 0, G_OPTION_ARG_FILENAME, &opt.state_file,
 	  "Keep wake locks, settings and statistics in PATH across restarts",
 	  "PATH" },
+	{ "journal", 0, 0, G_OPTION_ARG_FILENAME, &opt.journal,
+	  "Record every lock, release, expiry, handshake, autosleep change "
+	  "and suspend attempt in PATH (JSON Lines, for powerfs-report)",
+	  "PATH" },
+	{ "journal-size", 0, 0, G_OPTION_ARG_INT64, &opt.journal_size,
+	  "Rotate the journal to PATH.1 when it reaches BYTES "
+	  "(default 8388608)", "BYTES" },
 	{ "no-keeper", 0, 0, G_OPTION_ARG_NONE, &opt.no_keeper,
 	  "Serve in the process that mounts (a crash then ends the mount)",
 	  NULL },
@@ -309,6 +319,55 @@ static void check_state_file(const char *path, const char *mountpoint)
 		usage_error("--state-file: %s is not a regular file", path);
 }
 
+/* --journal=PATH: the same rules as the state file, and no symbolic link
+ * (the journal is opened with O_NOFOLLOW).  Opened once here, creating it,
+ * so that any other reason it cannot be written stops the start now. */
+static void check_journal(const char *path, const char *mountpoint)
+{
+	g_autofree char *dir = g_path_get_dirname(path);
+	g_autofree char *real_dir = realpath(dir, NULL);
+	struct stat st;
+	int fd;
+
+	if (!real_dir)
+		usage_error("--journal: %s: %s", dir, g_strerror(errno));
+	if (path_within(real_dir, mountpoint))
+		usage_error("--journal: %s is inside the mount point %s",
+			    path, mountpoint);
+	if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+		usage_error("--journal: %s is not a regular file", path);
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
+			O_NOFOLLOW | O_NONBLOCK, 0600);
+	if (fd < 0)
+		usage_error("--journal: %s: %s", path, g_strerror(errno));
+	close(fd);
+}
+
+/* A relative --journal becomes absolute in the arguments the keeper
+ * starts its servers with: a server started later (after a crash) runs
+ * in "/". */
+static void absolute_journal(char **argv)
+{
+	g_autofree char *cwd = NULL;
+	char *abs;
+
+	if (g_path_is_absolute(opt.journal))
+		return;
+	cwd = g_get_current_dir();
+	abs = g_build_filename(cwd, opt.journal, NULL);
+	for (guint i = 1; argv[i] && strcmp(argv[i], "--"); i++) {
+		if (g_str_has_prefix(argv[i], "--journal=")) {
+			g_free(argv[i]);
+			argv[i] = g_strconcat("--journal=", abs, NULL);
+		} else if (!strcmp(argv[i], "--journal") && argv[i + 1]) {
+			g_free(argv[++i]);
+			argv[i] = g_strdup(abs);
+		}
+	}
+	g_free(opt.journal);
+	opt.journal = abs;
+}
+
 /* --owner=UID:GID, numeric: the ids as the host sees them (a container's
  * root is an ordinary uid on the host). */
 static void parse_owner(const char *text, uid_t *uid, gid_t *gid)
@@ -376,6 +435,9 @@ static void parse_options(int *argc, char ***argv)
 		usage_error("--suspend-timeout must be 1 or more");
 	if (opt.wakelock_gc_seconds < 0)
 		usage_error("--wakelock-gc-seconds must be 0 or more");
+	if (opt.journal_size < JOURNAL_MIN_SIZE)
+		usage_error("--journal-size must be %d or more",
+			    JOURNAL_MIN_SIZE);
 	if (opt.owner)
 		parse_owner(opt.owner, &owner_uid, &owner_gid);
 	if (opt.trust_userns_owner) {
@@ -523,6 +585,29 @@ static void become_keeper(void)
 	g_critical("cannot become the keeper: %s", g_strerror(errno));
 }
 
+/* What a previous run left (the state file) goes on: the journal says so,
+ * as if it had just happened, so that the report sees it in this run. */
+static void journal_restored_lock(const struct wakeup_source *ws,
+				  gpointer data)
+{
+	const char *name = wakeup_source_name(ws);
+
+	if (wakeup_source_active(ws))
+		journal_lock(data, name, strlen(name),
+			     wakeup_source_timeout_left(ws), FALSE, TRUE, 0, 0);
+}
+
+static void journal_restored(struct journal *j, struct power *pw)
+{
+	enum pm_state state = autosleep_state(pw->autosleep);
+
+	if (!j)
+		return;
+	wakelocks_foreach(pw->wakelocks, journal_restored_lock, j);
+	if (state != PM_ON)
+		journal_autosleep(j, pm_state_label(state), -1, 0);
+}
+
 static int serve(const char *mountpoint, const char *class_wakeup_dir,
 		 struct conns *c)
 {
@@ -530,6 +615,7 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 	g_autoptr(GMainLoop) loop = NULL;
 	struct pf_class_wakeup *cw = NULL;
 	struct state_file *sf = NULL;
+	struct journal *journal = NULL;
 	struct power_options popts;
 	struct pf_clock *clock;
 	struct power *pw;
@@ -544,6 +630,15 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 		.trusted_userns_owners = trusted_userns_owners,
 	};
 	pw = power_new(clock, make_backend(clock), &popts);
+	if (opt.journal) {
+		journal = journal_open(opt.journal, opt.journal_size, clock,
+				       &error);
+		if (!journal)
+			fail(1, "%s", error->message);
+		power_set_journal(pw, journal);
+		journal_start(journal, pw->backend->ops->name,
+			      suspend_valid_states(pw->suspend));
+	}
 	if (opt.inhibit_sleep)
 		wakeup_set_activity_hook(pw->engine, block_sleep_while_active,
 					 pw);
@@ -574,6 +669,7 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 		sf = state_file_open(opt.state_file, pw, fs);
 		pf_fs_set_before_reply(fs, (wakeup_func)state_file_flush, sf);
 	}
+	journal_restored(journal, pw);
 	server_loop = loop;
 	g_unix_signal_add(SIGTERM, end_loop_on_signal, (gpointer)&stopped);
 	g_unix_signal_add(SIGINT, end_loop_on_signal, (gpointer)&stopped);
@@ -604,6 +700,8 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 		/* The requests in progress stay unanswered: the kernel sends
 		 * them again to the successor, which restores this state. */
 		state_file_close(sf);
+		journal_stop(journal);
+		journal_close(journal);
 		pf_log_flush();
 		if (ending == KEEPING)
 			become_keeper();
@@ -622,6 +720,9 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 		status = exit_status_at_the_end(mountpoint);
 	pf_mount_free(c->cw_mount, TRUE);
 	pf_mount_free(c->mount, TRUE);
+	journal_stop(journal);
+	power_set_journal(pw, NULL);
+	journal_close(journal);
 	power_free(pw);
 	g_message("exiting");
 	return status;
@@ -737,6 +838,8 @@ int main(int argc, char **argv)
 		class_wakeup_dir = g_strdup(opt.class_wakeup);
 		if (opt.state_file)
 			check_state_file(opt.state_file, mountpoint);
+		if (opt.journal)
+			check_journal(opt.journal, mountpoint);
 		goto keep;
 	}
 	if (g_getenv("POWERFS_KEEPER_FDS")) {
@@ -755,6 +858,10 @@ int main(int argc, char **argv)
 							  mountpoint);
 	if (opt.state_file)
 		check_state_file(opt.state_file, mountpoint);
+	if (opt.journal) {
+		check_journal(opt.journal, mountpoint);
+		absolute_journal(given);
+	}
 	if (!opt.foreground) {
 		daemonize();
 		/* Errors that stop the start still reach the terminal
@@ -804,6 +911,7 @@ out:
 	g_free(opt.host_suspend_stats);
 	g_free(opt.simulate_states);
 	g_free(opt.state_file);
+	g_free(opt.journal);
 	g_free(opt.owner);
 	pf_log_flush();
 	return status;

@@ -20,6 +20,15 @@ struct power *power_new(struct pf_clock *clock, struct backend *backend,
 	return pw;
 }
 
+void power_set_journal(struct power *pw, struct journal *j)
+{
+	pw->journal = j;
+	wakeup_set_journal(pw->engine, j);
+	wakelocks_set_journal(pw->wakelocks, j);
+	suspend_set_journal(pw->suspend, j);
+	autosleep_set_journal(pw->autosleep, j);
+}
+
 void power_free(struct power *pw)
 {
 	if (!pw)

@@ -32,6 +32,10 @@ struct suspend {
 	wakeup_func sleeping_func;	/* of the attempt in progress */
 	gpointer sleeping_data;
 	gboolean shutting_down;
+	struct journal *journal;
+	struct journal_attempt origin;	/* of the next attempt */
+	struct journal_attempt attempt;	/* the one in progress */
+	struct journal_attempt external;	/* someone else's sleep */
 };
 
 static const char *const state_labels[PM_NR_STATES] = {
@@ -93,8 +97,10 @@ static void system_sleeping(gboolean host, gpointer data)
 {
 	struct suspend *s = data;
 
-	if (!s->sleeping) {
+	if (!s->sleeping && !s->external_sleep) {
 		s->external_sleep = TRUE;
+		s->external = (struct journal_attempt){ .state = "", .by = "host", .pid = -1 };
+		journal_attempt_begin(s->journal, &s->external);
 		g_message("the system is going to sleep");
 	}
 	s->host_asleep = host;
@@ -125,9 +131,13 @@ static void system_resumed(int error, gpointer data)
 		record_failure(s, error, s->backend->failed_step);
 		g_message("the system failed to sleep (%s): %s",
 			  s->stats.last_failed_step, g_strerror(-error));
+		journal_suspend(s->journal, &s->external, error,
+				s->stats.last_failed_step, s->engine);
 	} else {
 		s->stats.success++;
 		g_message("the system resumed");
+		journal_sleep(s->journal, s->external.start,
+			      s->external.start_wall);
 	}
 	wakeup_notify_changed(s->engine, NULL);
 }
@@ -161,6 +171,7 @@ struct suspend *suspend_new(struct wakeup_engine *engine,
 	g_queue_init(&s->lock_queue);
 	s->stats.last_failed_dev = "";
 	s->stats.last_failed_step = "";
+	s->origin = (struct journal_attempt){ .state = "", .by = "", .pid = -1 };
 	s->listener = (struct backend_listener){ system_sleeping,
 						 system_resumed, s };
 	backend->listener = &s->listener;
@@ -264,6 +275,8 @@ static void attempt_finished(struct suspend *s, int error)
 		s->stats.success++;
 		g_message("resumed from %s", pm_state_label(s->state));
 	}
+	journal_suspend(s->journal, &s->attempt, error,
+			error ? s->stats.last_failed_step : "", s->engine);
 }
 
 static void on_resumed(int error, gpointer data)
@@ -284,6 +297,10 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 	g_return_val_if_fail(s->locked && !s->sleeping, -EBUSY);
 	if (s->shutting_down)
 		return -EIO;
+	s->attempt = s->origin;
+	s->attempt.state = pm_state_label(state);
+	s->origin = (struct journal_attempt){ .state = "", .by = "", .pid = -1 };
+	journal_attempt_begin(s->journal, &s->attempt);
 	/* The handshake's promise: if an event arrived since user space read
 	 * wakeup_count, do not sleep (it would be lost). */
 	if (wakeup_pending(s->engine)) {
@@ -292,6 +309,8 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 		wakeup_notify_changed(s->engine, NULL);
 		g_message("suspend to %s aborted: wakeup event pending",
 		       pm_state_label(state));
+		journal_suspend(s->journal, &s->attempt, -EBUSY, "freeze",
+				s->engine);
 		return -EBUSY;
 	}
 	g_message("suspending to %s through %s", pm_state_label(state),
@@ -334,6 +353,17 @@ void suspend_abort(struct suspend *s)
 gboolean suspend_shutting_down(const struct suspend *s)
 {
 	return s->shutting_down;
+}
+
+void suspend_set_origin(struct suspend *s, const char *by, pid_t pid,
+			uid_t uid)
+{
+	s->origin = (struct journal_attempt){ .state = "", .by = by, .pid = pid, .uid = uid };
+}
+
+void suspend_set_journal(struct suspend *s, struct journal *j)
+{
+	s->journal = j;
 }
 
 const struct suspend_stats *suspend_get_stats(const struct suspend *s)

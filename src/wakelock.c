@@ -28,6 +28,7 @@ struct wakelocks {
 	guint limit;
 	gint64 gc_idle_us;
 	guint unlocks_since_gc;
+	struct journal *journal;
 };
 
 struct wakelocks *wakelocks_new(struct wakeup_engine *engine,
@@ -132,8 +133,10 @@ static void collect_garbage(struct wakelocks *wls)
 		l = l->prev;
 		if (now - wakeup_source_last_change(wl->ws) < wls->gc_idle_us)
 			break;
-		if (!wakeup_source_active(wl->ws))
+		if (!wakeup_source_active(wl->ws)) {
+			journal_gc(wls->journal, wakeup_source_name(wl->ws));
 			wakelock_destroy(wls, wl);
+		}
 	}
 	wls->unlocks_since_gc = 0;
 }
@@ -149,6 +152,19 @@ int wakelocks_unlock(struct wakelocks *wls, const char *name, gsize len)
 	if (++wls->unlocks_since_gc > GC_EVERY)
 		collect_garbage(wls);
 	return 0;
+}
+
+struct wakeup_source *wakelocks_lookup(const struct wakelocks *wls,
+				       const char *name, gsize len)
+{
+	struct wakelock *wl = lookup(wls, name, len);
+
+	return wl ? wl->ws : NULL;
+}
+
+void wakelocks_set_journal(struct wakelocks *wls, struct journal *j)
+{
+	wls->journal = j;
 }
 
 guint wakelocks_count(const struct wakelocks *wls)

@@ -61,6 +61,7 @@ struct wakeup_engine {
 	gpointer activity_hook_data;
 	wakeup_change_func change_hook;
 	gpointer change_hook_data;
+	struct journal *journal;
 };
 
 static void timeouts_expire(gpointer data);
@@ -351,8 +352,14 @@ static void timeouts_expire(gpointer data)
 			return;
 		}
 		ws->expire_count++;
+		journal_expire(e->journal, ws->name);
 		source_deactivate(ws);	/* disarms, removing it */
 	}
+}
+
+void wakeup_set_journal(struct wakeup_engine *e, struct journal *j)
+{
+	e->journal = j;
 }
 
 guint wakeup_events_in_progress(const struct wakeup_engine *e)

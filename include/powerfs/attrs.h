@@ -43,6 +43,10 @@ struct pf_attr {
 	gboolean (*show_rows)(struct power *pw, guint *row, GString *out,
 			      gsize min_len);
 	void (*skip_rows)(struct power *pw, guint *row, gsize *skip);
+	/* If set, told who read the content show() just made (and the
+	 * read is answered from it): the journal's handshake reads. */
+	void (*read_by)(struct power *pw, const struct pf_caller *caller,
+			const GString *shown);
 	/* If set, st_size is this bound of the content's length rather than
 	 * size: reads through the page cache stop at st_size. */
 	off_t (*size_bound)(struct power *pw);

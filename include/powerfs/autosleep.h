@@ -30,5 +30,7 @@ int autosleep_set_state(struct autosleep *as, enum pm_state state,
 /* At start, the setting a previous run of powerfs left (state-file.c):
  * no event, no waiting for the transition lock. */
 void autosleep_restore_state(struct autosleep *as, enum pm_state state);
+/* Back-offs are recorded in j (NULL: none). */
+void autosleep_set_journal(struct autosleep *as, struct journal *j);
 
 #endif

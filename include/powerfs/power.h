@@ -8,6 +8,7 @@
 #include "powerfs/autosleep.h"
 #include "powerfs/backend.h"
 #include "powerfs/clock.h"
+#include "powerfs/journal.h"
 #include "powerfs/suspend.h"
 #include "powerfs/wakelock.h"
 #include "powerfs/wakeup.h"
@@ -24,6 +25,8 @@ struct power {
 	/* uid_t: owners of user namespaces whose capabilities count besides
 	 * root (--trust-userns-owner), or NULL.  See caps.c. */
 	GArray *trusted_userns_owners;
+	/* --journal, or NULL. */
+	struct journal *journal;
 };
 
 struct power_options {
@@ -37,5 +40,8 @@ struct power_options {
 struct power *power_new(struct pf_clock *clock, struct backend *backend,
 			const struct power_options *opts);
 void power_free(struct power *pw);
+/* Every module records its events in j from now on (NULL: stop).  The
+ * journal stays the caller's. */
+void power_set_journal(struct power *pw, struct journal *j);
 
 #endif

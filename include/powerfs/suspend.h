@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <glib.h>
 #include "powerfs/backend.h"
+#include "powerfs/journal.h"
 #include "powerfs/wakeup.h"
 
 struct suspend;
@@ -68,6 +69,13 @@ int suspend_enter(struct suspend *s, enum pm_state state,
  * its tasks. */
 void suspend_when_sleeping(struct suspend *s, wakeup_func func,
 			   gpointer data);
+
+/* Who asks for the next suspend_enter(), for the journal: by is "state"
+ * (a write; pid, uid its writer) or "autosleep" (pid -1). */
+void suspend_set_origin(struct suspend *s, const char *by, pid_t pid,
+			uid_t uid);
+/* Attempts and the host's other sleeps are recorded in j (NULL: none). */
+void suspend_set_journal(struct suspend *s, struct journal *j);
 
 const struct suspend_stats *suspend_get_stats(const struct suspend *s);
 /* Restoring saved statistics (--state-file). */

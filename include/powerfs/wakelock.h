@@ -28,6 +28,13 @@ void wakelocks_show(const struct wakelocks *wls, gboolean active,
 
 guint wakelocks_count(const struct wakelocks *wls);
 
+/* The lock's source, or NULL if there is no lock of that name. */
+struct wakeup_source *wakelocks_lookup(const struct wakelocks *wls,
+				       const char *name, gsize len);
+
+/* Garbage collections are recorded in j (NULL: none). */
+void wakelocks_set_journal(struct wakelocks *wls, struct journal *j);
+
 /* The locks' sources in the order they were created (for saving them). */
 void wakelocks_foreach(const struct wakelocks *wls, wakeup_source_visit visit,
 		       gpointer data);

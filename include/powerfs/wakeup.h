@@ -9,6 +9,7 @@
 
 #include <glib.h>
 #include "powerfs/clock.h"
+#include "powerfs/journal.h"
 
 struct wakeup_engine;
 struct wakeup_source;
@@ -50,6 +51,9 @@ void wakeup_source_stay_awake(struct wakeup_source *ws);
 void wakeup_source_event(struct wakeup_source *ws, guint32 msec);
 /* Deactivate if active (counts one registered event). */
 void wakeup_source_relax(struct wakeup_source *ws);
+
+/* Expiries are recorded in j (NULL: none). */
+void wakeup_set_journal(struct wakeup_engine *engine, struct journal *j);
 
 /* Counters and the handshake. */
 guint wakeup_events_in_progress(const struct wakeup_engine *engine);
