@@ -423,7 +423,6 @@ static gssize wake_unlock_store(struct power *pw,
 {
 	gsize n = strlen(buf);
 	struct wakeup_source *ws;
-	gboolean was_active;
 	int ret;
 
 	(void)done;
@@ -435,14 +434,14 @@ static gssize wake_unlock_store(struct power *pw,
 		n--;
 	if (!n)
 		return -EINVAL;
+	/* Recorded before the unlock: it may collect garbage, and the
+	 * collection comes after it. */
 	ws = pw->journal ? wakelocks_lookup(pw->wakelocks, buf, n) : NULL;
-	was_active = ws && wakeup_source_active(ws);
+	if (ws)
+		journal_unlock(pw->journal, buf, n, wakeup_source_active(ws),
+			       caller->pid, caller->uid);
 	ret = wakelocks_unlock(pw->wakelocks, buf, n);
-	if (ret)
-		return ret;
-	journal_unlock(pw->journal, buf, n, was_active, caller->pid,
-		       caller->uid);
-	return (gssize)len;
+	return ret ? ret : (gssize)len;
 }
 
 /* wakeup_sources (debugfs) */

@@ -175,7 +175,8 @@ static gboolean write_all(struct journal *j, const char *buf, gsize len)
 
 static int open_journal_file(const char *path, int extra_flags)
 {
-	return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
+	/* Read too: the last byte, for a torn line. */
+	return open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC |
 			  O_NOFOLLOW | extra_flags, 0600);
 }
 
@@ -271,9 +272,10 @@ static gpointer writer_main(gpointer data)
 
 /* --- recording ---------------------------------------------------------- */
 
-/* Begins a line in j->pending, with j->lock taken; NULL (and nothing
- * taken) without a journal.  record_end() finishes it. */
-static GString *record_begin(struct journal *j, const char *ev)
+/* Begins a line at times t, wall in j->pending, with j->lock taken; NULL
+ * (and nothing taken) without a journal.  record_end() finishes it. */
+static GString *record_begin_at(struct journal *j, const char *ev, gint64 t,
+				gint64 wall)
 {
 	if (!j)
 		return NULL;
@@ -290,15 +292,22 @@ static GString *record_begin(struct journal *j, const char *ev)
 				       ",\"wall\":%" G_GINT64_FORMAT
 				       ",\"ev\":\"lost\",\"count\":%"
 				       G_GUINT64_FORMAT "}\n",
-				       pf_clock_now(j->clock),
-				       g_get_real_time(), j->lost);
+				       t, wall, j->lost);
 		j->lost = 0;
 	}
 	g_string_append_printf(j->pending,
 			       "{\"t\":%" G_GINT64_FORMAT ",\"wall\":%"
 			       G_GINT64_FORMAT ",\"ev\":\"%s\"",
-			       pf_clock_now(j->clock), g_get_real_time(), ev);
+			       t, wall, ev);
 	return j->pending;
+}
+
+static GString *record_begin(struct journal *j, const char *ev)
+{
+	if (!j)
+		return NULL;
+	return record_begin_at(j, ev, pf_clock_now(j->clock),
+			       g_get_real_time());
 }
 
 static void record_end(struct journal *j)
@@ -568,7 +577,7 @@ void journal_suspend(struct journal *j, const struct journal_attempt *a,
 		     int result, const char *step,
 		     const struct wakeup_engine *engine)
 {
-	gint64 since;
+	gint64 since, end, end_wall;
 	GString *out;
 
 	if (!j)
@@ -576,7 +585,9 @@ void journal_suspend(struct journal *j, const struct journal_attempt *a,
 	since = j->handshake_t && j->handshake_t <= a->start ?
 			j->handshake_t : a->start;
 	j->handshake_t = 0;
-	out = record_begin(j, "suspend");
+	end = pf_clock_now(j->clock);
+	end_wall = g_get_real_time();
+	out = record_begin_at(j, "suspend", end, end_wall);
 	if (!out)
 		return;
 	g_string_append_printf(out,
@@ -585,8 +596,8 @@ void journal_suspend(struct journal *j, const struct journal_attempt *a,
 			       ",\"start_wall\":%" G_GINT64_FORMAT
 			       ",\"end_wall\":%" G_GINT64_FORMAT
 			       ",\"result\":%d,\"step\":\"%s\"",
-			       a->state, a->by, a->start, pf_clock_now(j->clock),
-			       a->start_wall, g_get_real_time(), result,
+			       a->state, a->by, a->start, end, a->start_wall,
+			       end_wall, result,
 			       step ? step : "");
 	append_names(out, "active", result ? engine : NULL, TRUE, 0);
 	append_names(out, "signalled", result ? engine : NULL, FALSE, since);
@@ -597,8 +608,14 @@ void journal_suspend(struct journal *j, const struct journal_attempt *a,
 
 void journal_sleep(struct journal *j, gint64 start, gint64 start_wall)
 {
-	GString *out = record_begin(j, "sleep");
+	gint64 end, end_wall;
+	GString *out;
 
+	if (!j)
+		return;
+	end = pf_clock_now(j->clock);
+	end_wall = g_get_real_time();
+	out = record_begin_at(j, "sleep", end, end_wall);
 	if (!out)
 		return;
 	g_string_append_printf(out,
@@ -606,8 +623,7 @@ void journal_sleep(struct journal *j, gint64 start, gint64 start_wall)
 			       G_GINT64_FORMAT ",\"start_wall\":%"
 			       G_GINT64_FORMAT ",\"end_wall\":%"
 			       G_GINT64_FORMAT,
-			       start, pf_clock_now(j->clock), start_wall,
-			       g_get_real_time());
+			       start, end, start_wall, end_wall);
 	record_end(j);
 }
 

@@ -1097,9 +1097,20 @@ OPEN_ATTR = ["", ' data-open-start="1"', ' data-open-end="1"',
              ' data-open-start="1" data-open-end="1"']
 
 
+# Characters XML never allows, even escaped, and HTML calls errors: the C0
+# and C1 controls but tab, newline and carriage return.  A source name may
+# hold any of them; the page shows them as \xNN.
+CONTROLS_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def esc(text):
+    """Text or an attribute value for the page: HTML-escaped, controls
+    made visible."""
+    return html.escape(CONTROLS_RE.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text))
+
+
 def write_html(rep, top, max_rows, f):
     m = rep.m
-    esc = html.escape
     w_lo, w_hi = rep.start_w, rep.end_w
     span = max(1, w_hi - w_lo)
     scale = PLOT_W / span            # px per us
