@@ -381,6 +381,7 @@ static gssize wake_lock_store(struct power *pw, const struct pf_caller *caller,
 	const char *end = buf;
 	guint64 timeout_ns = 0;
 	struct wakeup_source *ws = NULL;
+	gboolean was_active;
 	int ret;
 
 	(void)done;
@@ -397,6 +398,7 @@ static gssize wake_lock_store(struct power *pw, const struct pf_caller *caller,
 		return -EINVAL;
 	if (pw->journal)
 		ws = wakelocks_lookup(pw->wakelocks, buf, end - buf);
+	was_active = ws && wakeup_source_active(ws);
 	ret = wakelocks_lock(pw->wakelocks, buf, end - buf, timeout_ns);
 	if (ret)
 		return ret;
@@ -405,7 +407,7 @@ static gssize wake_lock_store(struct power *pw, const struct pf_caller *caller,
 		     (guint32)MIN(timeout_ns / 1000000 +
 					  (timeout_ns % 1000000 != 0),
 				  G_MAXUINT32),
-		     !ws, ws && wakeup_source_active(ws), caller->pid,
+		     !ws, was_active, caller->pid,
 		     caller->uid);
 	return (gssize)len;
 }

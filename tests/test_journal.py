@@ -272,6 +272,10 @@ def run_day(inst, jpath, a, b, t0):
     s.do(lambda: b.write(p("wake_unlock"), b"b-media"),
          unlock_ev("b-media", b.who(), was_active=False))
     s.do(lambda: a.write(p("wake_unlock"), b"a-sync\n"), unlock_ev("a-sync", a.who()))
+    # Taken again: known, not active.
+    s.do(lambda: a.write(p("wake_lock"), b"a-sync"),
+         lock_ev("a-sync", a.who(), created=False))
+    s.do(lambda: a.write(p("wake_unlock"), b"a-sync"), unlock_ev("a-sync", a.who()))
     # What fails leaves no line.
     with raises_errno(22):
         a.write(p("wake_unlock"), b"nobody")
@@ -390,7 +394,21 @@ def check_report(tmp_path, jpath):
     bars = {re.sub(r"\\x([0-9a-f]{2})", lambda m: chr(int(m.group(1), 16)), k): v
             for k, v in bars_by_source(svg).items()}
     assert set(bars) == set(want), (bars.keys(), want.keys())
+    # Intervals closer than a pixel are drawn as one bar.
+    px_us = (ms(svg.get("data-end-ms")) - ms(svg.get("data-start-ms"))) \
+        / float(svg.get("data-plot-w"))
+
+    def drawn(spans):
+        out = []
+        for a, b in spans:
+            if out and a - out[-1][1] < px_us:
+                out[-1] = (out[-1][0], b)
+            else:
+                out.append((a, b))
+        return out
+
     for name, spans in want.items():
+        spans = drawn(spans)
         got = [(ms(r.get("data-start-ms")), ms(r.get("data-end-ms"))) for r in bars[name]]
         assert len(got) == len(spans), name
         for (a, b), (x, y), el in zip(spans, got, bars[name]):
@@ -401,17 +419,8 @@ def check_report(tmp_path, jpath):
           if e["ev"] == "suspend" and e["result"] == 0]
     shades = [(ms(r.get("data-start-ms")), ms(r.get("data-end-ms")))
               for r in svg.iter(NS + "rect") if r.get("class") == "shade"]
-    # (Periods closer than a pixel are drawn as one.)
-    px_us = (ms(svg.get("data-end-ms")) - ms(svg.get("data-start-ms"))) \
-        / float(svg.get("data-plot-w"))
-    drawn = []
-    for a, b in ok:
-        if drawn and a - drawn[-1][1] < px_us:
-            drawn[-1] = (drawn[-1][0], b)
-        else:
-            drawn.append((a, b))
-    assert len(shades) == len(drawn)
-    for (a, b), (x, y) in zip(drawn, shades):
+    assert len(shades) == len(drawn(ok))
+    for (a, b), (x, y) in zip(drawn(ok), shades):
         assert abs(a - x) <= 1000 and abs(b - y) <= 1000
     # The failed suspend, named.
     fails = [p for p in svg.iter(NS + "path") if p.get("class") == "fail"]
