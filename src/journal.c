@@ -43,10 +43,15 @@
 #define MAX_NAMES 32
 /* Callers whose container was looked up, forgotten all at once when full. */
 #define MAX_CALLERS 1024
+/* How long a lookup is trusted without a look at /proc: a pid is not
+ * reused that fast (the kernel hands pids out in increasing order up to
+ * pid_max before it wraps). */
+#define CALLER_TRUST_US G_USEC_PER_SEC
 
 struct caller_info {
 	guint64 pidns;		/* inode of /proc/PID/ns/pid */
 	char *cgroup;		/* from /proc/PID/cgroup, or NULL */
+	gint64 checked;		/* monotonic time of the last look */
 };
 
 struct journal {
@@ -57,12 +62,8 @@ struct journal {
 	/* Taken by recorders and by the writer; nothing slow under it. */
 	GMutex lock;
 	GCond wake;		/* the writer: events, or closing */
-	GCond written;		/* journal_sync(): pending went out */
 	GString *pending;	/* lines not yet handed to the writer */
 	guint64 lost;		/* events dropped since the last "lost" */
-	guint64 batches_out;	/* batches handed to the writer so far */
-	guint64 batches_done;	/* ... and written */
-	gboolean flush_now;	/* journal_sync(): no batching delay */
 	gboolean first;		/* the line being recorded is the first */
 	gboolean closing;
 	GThread *writer;
@@ -244,10 +245,9 @@ static gpointer writer_main(gpointer data)
 			break;
 		/* Let a burst gather into one write. */
 		until = g_get_monotonic_time() + BATCH_US;
-		while (!j->closing && !j->flush_now &&
+		while (!j->closing &&
 		       g_cond_wait_until(&j->wake, &j->lock, until))
 			;
-		j->flush_now = FALSE;
 		/* Swap buffers: recorders go on into the empty one. */
 		{
 			GString *t = j->pending;
@@ -255,15 +255,12 @@ static gpointer writer_main(gpointer data)
 			j->pending = out;
 			out = t;
 		}
-		j->batches_out++;
 		g_mutex_unlock(&j->lock);
 
 		write_lines(j, out->str, out->len);
 		g_string_truncate(out, 0);
 
 		g_mutex_lock(&j->lock);
-		j->batches_done++;
-		g_cond_broadcast(&j->written);
 	}
 	g_mutex_unlock(&j->lock);
 	g_string_free(out, TRUE);
@@ -323,25 +320,32 @@ static void record_end(struct journal *j)
 
 /* The writer's container as powerfs sees it: its pid namespace (the
  * inode of /proc/PID/ns/pid) and its cgroup (the v2 path, or the first
- * hierarchy's).  Looked up once per pid; a pid reused in another pid
- * namespace is noticed by the inode, which is one stat() per event. */
+ * hierarchy's).  Looked up once per pid; after CALLER_TRUST_US a stat()
+ * checks the namespace again, so a pid reused in another pid namespace is
+ * noticed.  A busy writer costs no system call per event. */
 static const struct caller_info *caller_info(struct journal *j, pid_t pid)
 {
 	char path[64];
 	struct caller_info *ci;
 	struct stat st;
+	gint64 now = g_get_monotonic_time();
 	g_autofree char *text = NULL;
 
+	ci = g_hash_table_lookup(j->callers, GINT_TO_POINTER(pid));
+	if (ci && now - ci->checked < CALLER_TRUST_US)
+		return ci;
 	g_snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
 	if (stat(path, &st) < 0)
 		return NULL;
-	ci = g_hash_table_lookup(j->callers, GINT_TO_POINTER(pid));
-	if (ci && ci->pidns == (guint64)st.st_ino)
+	if (ci && ci->pidns == (guint64)st.st_ino) {
+		ci->checked = now;
 		return ci;
+	}
 	if (g_hash_table_size(j->callers) >= MAX_CALLERS)
 		g_hash_table_remove_all(j->callers);
 	ci = g_new0(struct caller_info, 1);
 	ci->pidns = st.st_ino;
+	ci->checked = now;
 	g_snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
 	if (g_file_get_contents(path, &text, NULL, NULL)) {
 		char *line = text, *v2 = NULL, *first = NULL;
@@ -669,7 +673,6 @@ struct journal *journal_open(const char *path, guint64 max_bytes,
 	j->size = st.st_size;
 	g_mutex_init(&j->lock);
 	g_cond_init(&j->wake);
-	g_cond_init(&j->written);
 	j->pending = g_string_sized_new(64 * 1024);
 	j->callers = g_hash_table_new_full(g_direct_hash, g_direct_equal,
 					   NULL, caller_info_free);
@@ -679,25 +682,6 @@ struct journal *journal_open(const char *path, guint64 max_bytes,
 		g_string_append_c(j->pending, '\n');
 	j->writer = g_thread_new("journal", writer_main, j);
 	return j;
-}
-
-void journal_sync(struct journal *j)
-{
-	if (!j)
-		return;
-	g_mutex_lock(&j->lock);
-	if (j->pending->len) {
-		guint64 want = j->batches_out + 1;
-
-		j->flush_now = TRUE;
-		g_cond_signal(&j->wake);
-		while (j->batches_done < want)
-			g_cond_wait(&j->written, &j->lock);
-	} else {
-		while (j->batches_done < j->batches_out)
-			g_cond_wait(&j->written, &j->lock);
-	}
-	g_mutex_unlock(&j->lock);
 }
 
 void journal_close(struct journal *j)
@@ -713,7 +697,6 @@ void journal_close(struct journal *j)
 	g_hash_table_unref(j->callers);
 	g_string_free(j->pending, TRUE);
 	g_cond_clear(&j->wake);
-	g_cond_clear(&j->written);
 	g_mutex_clear(&j->lock);
 	g_free(j->old_path);
 	g_free(j->path);

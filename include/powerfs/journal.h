@@ -79,7 +79,4 @@ void journal_sleep(struct journal *j, gint64 start, gint64 start_wall);
 /* Autosleep backs off after a backend failure. */
 void journal_backoff(struct journal *j, int result, guint pause_ms);
 
-/* Writes buffered events now and waits until they are written (tests). */
-void journal_sync(struct journal *j);
-
 #endif
