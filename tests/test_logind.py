@@ -713,3 +713,36 @@ def test_refusal_after_prepare_for_sleep_is_counted_once(logind, mount):
     logind.prepare_for_sleep(False)
     assert wait_until(lambda: stat(pfs, "success") == b"2\n")
     assert stat(pfs, "fail") == b"0\n"
+
+
+# --- the journal: the host's sleeps that others started ---------------------
+
+def journal_lines(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["slept", "failed"])
+def test_foreign_sleep_in_the_journal(logind, mount, kernel, tmp_path, fails):
+    """A sleep someone else started is a "sleep" event (the report shades
+    it); one the host kernel failed is a "suspend" by "host" with its step
+    and errno."""
+    jpath = tmp_path / "journal"
+    pfs = mount("--backend=logind", kernel.arg(), f"--journal={jpath}")
+    assert wait_until(lambda: logind.powerfs_inhibitors())
+    t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+    after = (dict(fail=1, last_failed_errno=-11, last_failed_step="suspend_noirq")
+             if fails else dict(success=1))
+    sleep_with_kernel(logind, kernel, **after)
+    assert wait_until(lambda: len(journal_lines(jpath)) >= 2)
+    t1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+    e = journal_lines(jpath)[-1]
+    assert t0 <= e["start"] <= e["end"] == e["t"] <= t1
+    assert e["start_wall"] <= e["end_wall"] == e["wall"]
+    fields = {k: v for k, v in e.items()
+              if k not in ("t", "wall", "start", "end", "start_wall", "end_wall")}
+    if fails:
+        assert fields == {"ev": "suspend", "state": "", "by": "host", "result": -11,
+                          "step": "suspend_noirq", "active": [], "signalled": []}
+    else:
+        assert fields == {"ev": "sleep"}
