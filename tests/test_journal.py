@@ -611,3 +611,25 @@ def test_torn_line_is_ended_at_start(mount, tmp_path):
     assert json.loads(lines[1])["ev"] == "start"
     r = run_report("--text", jpath)
     assert "after-crash" in r.stdout
+
+
+def test_backend_failure_and_backoff(mount, tmp_path):
+    """A backend that fails (DIR/state cannot be opened for writing: EISDIR)
+    under autosleep: the attempt, at the step the kernel would count it,
+    then the pause autosleep takes."""
+    sysdir = tmp_path / "sys"
+    sysdir.mkdir()
+    (sysdir / "state").write_text("mem\n")
+    jpath = tmp_path / "j"
+    inst = mount(f"--backend=sysfs:{sysdir}", f"--journal={jpath}")
+    os.unlink(sysdir / "state")
+    os.mkdir(sysdir / "state")
+    inst.write("autosleep", b"mem")
+    j = wait_lines(jpath, 4)
+    inst.write("autosleep", b"off")
+    assert [strip_times(e) for e in j[1:4]] == [
+        {"ev": "autosleep", "state": "mem", **host_who()},
+        {"ev": "suspend", "state": "mem", "by": "autosleep", "result": -21,
+         "step": "suspend", "active": [], "signalled": []},
+        {"ev": "backoff", "result": -21, "pause_ms": 500}]
+    assert j[2]["start"] <= j[2]["end"] == j[2]["t"] <= j[3]["t"]
