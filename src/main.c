@@ -29,6 +29,7 @@
 #include "powerfs/fuse-session.h"
 #include "powerfs/keeper.h"
 #include "powerfs/log.h"
+#include "powerfs/metrics.h"
 #include "powerfs/power.h"
 #include "powerfs/state-file.h"
 
@@ -51,6 +52,7 @@ static struct {
 	gchar *host_suspend_stats;
 	gchar *class_wakeup;
 	gchar *state_file;
+	gchar *metrics_dir;
 	gchar *owner;
 	gboolean no_keeper;
 	gchar **args;
@@ -109,6 +111,9 @@ static const GOptionEntry entries[] = {
 	{ "state-file", 0, 0, G_OPTION_ARG_FILENAME, &opt.state_file,
 	  "Keep wake locks, settings and statistics in PATH across restarts",
 	  "PATH" },
+	{ "metrics-dir", 0, 0, G_OPTION_ARG_FILENAME, &opt.metrics_dir,
+	  "Write the statistics for Prometheus to DIR/powerfs.prom (for "
+	  "node_exporter's textfile collector)", "DIR" },
 	{ "no-keeper", 0, 0, G_OPTION_ARG_NONE, &opt.no_keeper,
 	  "Serve in the process that mounts (a crash then ends the mount)",
 	  NULL },
@@ -307,6 +312,44 @@ static void check_state_file(const char *path, const char *mountpoint)
 	     !S_ISLNK(st.st_mode)) ||
 	    (stat(path, &st) == 0 && !S_ISREG(st.st_mode)))
 		usage_error("--state-file: %s is not a regular file", path);
+}
+
+/* --metrics-dir=DIR must be a directory we can write in, outside our own
+ * mount (a write there would wait for ourselves).  Its real path is what
+ * the server uses: a daemon works from "/". */
+static char *check_metrics_dir(const char *dir, const char *mountpoint)
+{
+	g_autofree char *real = realpath(dir, NULL);
+	struct stat st;
+
+	if (!real || stat(real, &st) < 0)
+		usage_error("--metrics-dir: %s: %s", dir, g_strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		usage_error("--metrics-dir: %s is not a directory", dir);
+	if (path_within(real, mountpoint))
+		usage_error("--metrics-dir: %s is inside the mount point %s",
+			    dir, mountpoint);
+	if (access(real, W_OK | X_OK) < 0)
+		usage_error("--metrics-dir: cannot write in %s: %s", dir,
+			    g_strerror(errno));
+	return g_steal_pointer(&real);
+}
+
+/* The server started by the keeper parses the same arguments: give it the
+ * real path of --metrics-dir (given as "--metrics-dir=DIR" or
+ * "--metrics-dir DIR", before any "--"). */
+static void give_real_metrics_dir(char **argv, const char *real)
+{
+	for (guint i = 1; argv[i] && strcmp(argv[i], "--"); i++) {
+		if (g_str_has_prefix(argv[i], "--metrics-dir=")) {
+			g_free(argv[i]);
+			argv[i] = g_strconcat("--metrics-dir=", real, NULL);
+		} else if (!strcmp(argv[i], "--metrics-dir") && argv[i + 1]) {
+			g_free(argv[i + 1]);
+			argv[i + 1] = g_strdup(real);
+			i++;
+		}
+	}
 }
 
 /* --owner=UID:GID, numeric: the ids as the host sees them (a container's
@@ -530,6 +573,7 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 	g_autoptr(GMainLoop) loop = NULL;
 	struct pf_class_wakeup *cw = NULL;
 	struct state_file *sf = NULL;
+	struct pf_metrics *metrics = NULL;
 	struct power_options popts;
 	struct pf_clock *clock;
 	struct power *pw;
@@ -574,6 +618,9 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 		sf = state_file_open(opt.state_file, pw, fs);
 		pf_fs_set_before_reply(fs, (wakeup_func)state_file_flush, sf);
 	}
+	/* After the restore: the first file holds the restored numbers. */
+	if (opt.metrics_dir)
+		metrics = pf_metrics_open(opt.metrics_dir, pw);
 	server_loop = loop;
 	g_unix_signal_add(SIGTERM, end_loop_on_signal, (gpointer)&stopped);
 	g_unix_signal_add(SIGINT, end_loop_on_signal, (gpointer)&stopped);
@@ -604,6 +651,8 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 		/* The requests in progress stay unanswered: the kernel sends
 		 * them again to the successor, which restores this state. */
 		state_file_close(sf);
+		/* The successor writes the file from where this one ends. */
+		pf_metrics_close(metrics, FALSE);
 		pf_log_flush();
 		if (ending == KEEPING)
 			become_keeper();
@@ -614,6 +663,8 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 	 * their error, and the state is saved before the mounts go. */
 	suspend_abort(pw->suspend);
 	state_file_close(sf);
+	/* Nothing serves these numbers any more. */
+	pf_metrics_close(metrics, TRUE);
 	pf_class_wakeup_free(cw);
 	pf_fs_free(fs, FALSE);
 	/* Only a dead connection may be looked at: a live one would wait
@@ -755,6 +806,14 @@ int main(int argc, char **argv)
 							  mountpoint);
 	if (opt.state_file)
 		check_state_file(opt.state_file, mountpoint);
+	if (opt.metrics_dir) {
+		g_autofree char *real = check_metrics_dir(opt.metrics_dir,
+							  mountpoint);
+
+		give_real_metrics_dir(given, real);
+		g_free(opt.metrics_dir);
+		opt.metrics_dir = g_steal_pointer(&real);
+	}
 	if (!opt.foreground) {
 		daemonize();
 		/* Errors that stop the start still reach the terminal
@@ -804,6 +863,7 @@ out:
 	g_free(opt.host_suspend_stats);
 	g_free(opt.simulate_states);
 	g_free(opt.state_file);
+	g_free(opt.metrics_dir);
 	g_free(opt.owner);
 	pf_log_flush();
 	return status;

@@ -250,7 +250,6 @@ static void on_wakeup_event(gpointer data)
 /* Every attempt ends here: it ends the handshake and counts in the stats. */
 static void attempt_finished(struct suspend *s, int error)
 {
-	wakeup_notify_changed(s->engine, NULL);
 	s->sleeping = FALSE;
 	s->sleeping_func = NULL;
 	wakeup_set_event_hook(s->engine, NULL, NULL);
@@ -264,6 +263,8 @@ static void attempt_finished(struct suspend *s, int error)
 		s->stats.success++;
 		g_message("resumed from %s", pm_state_label(s->state));
 	}
+	/* Once counted: a listener sees the new suspend_stats. */
+	wakeup_notify_changed(s->engine, NULL);
 }
 
 static void on_resumed(int error, gpointer data)
