@@ -651,7 +651,7 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 		/* The requests in progress stay unanswered: the kernel sends
 		 * them again to the successor, which restores this state. */
 		state_file_close(sf);
-		/* The successor writes the file from where this one ends. */
+		/* The successor writes the file again at its start. */
 		pf_metrics_close(metrics, FALSE);
 		pf_log_flush();
 		if (ending == KEEPING)

@@ -16,9 +16,10 @@ struct pf_metrics;
  * A directory that cannot take the file is reported and the metrics stay
  * off: the mount is served all the same. */
 struct pf_metrics *pf_metrics_open(const char *dir, struct power *pw);
-/* Writes what changed since the last write (a restart hands the file on),
- * or with remove (a clean end: nothing serves these counters any more)
- * removes the file.  NULL is ignored. */
+/* Stops writing, after the write in progress.  With remove (a clean end:
+ * nothing serves these numbers any more) the file goes too; without (a
+ * restart), it stays for the successor, which writes it at its start.
+ * NULL is ignored. */
 void pf_metrics_close(struct pf_metrics *m, gboolean remove);
 
 /* The whole exposition as it is now (exported for the tests). */
