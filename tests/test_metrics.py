@@ -438,6 +438,7 @@ def test_removed_at_a_clean_end(mount, metrics_dir):
 @pytest.mark.parametrize("case", ["missing", "file", "mountpoint",
                                   "read-only"])
 def test_unusable_dir_is_refused(tmp_path, case):
+    """Refused before anything is mounted, with a clear error."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     d = tmp_path / "d"
@@ -464,13 +465,27 @@ def test_unusable_dir_is_refused(tmp_path, case):
     assert not os.path.ismount(mnt)
 
 
-def test_relative_dir_is_made_absolute(mount, tmp_path, monkeypatch):
-    """The server the keeper starts, or a daemon, may not work from here."""
+@pytest.mark.parametrize("form", ["--metrics-dir=rel", "--metrics-dir rel"])
+def test_relative_dir_in_background_mode(tmp_path, form):
+    """A daemon works from "/", and its server is the keeper's child, which
+    parses the arguments again: both must get the directory's real path."""
     (tmp_path / "rel").mkdir()
-    monkeypatch.chdir(tmp_path)
-    p = mount("--metrics-dir=rel", *ARGS)
-    assert wait_until(lambda: prom(tmp_path / "rel") is not None)
-    wait_for_file(p, str(tmp_path / "rel"))
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    try:
+        r = subprocess.run([conftest.POWERFS, *form.split(),
+                            "--simulate-sleep-ms=10", str(mnt)],
+                           cwd=tmp_path, stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=10)
+        assert r.returncode == 0, r
+        assert os.path.ismount(mnt)
+        assert wait_until(lambda: prom(tmp_path / "rel") is not None)
+        assert parse_exposition(prom(tmp_path / "rel"))
+    finally:
+        subprocess.run([conftest.FUSERMOUNT, "-u", str(mnt)],
+                       capture_output=True)
+    # Removed by the server at its clean end.
+    assert wait_until(lambda: prom(tmp_path / "rel") is None)
 
 
 # --- node_exporter ---------------------------------------------------------------
