@@ -53,7 +53,6 @@ struct pf_metrics {
 	char *path;
 	struct pf_timer *timer;
 	gint64 last_write;	/* when the text was last built */
-	gsize last_len;		/* and its length */
 	gint writing;		/* atomic: a text is in the writer's hands */
 	GThreadPool *writer;	/* one thread: writes land in order */
 	gboolean failing;	/* the writer's own: its last write failed */
@@ -222,6 +221,20 @@ static void append_value(GString *out, const struct family *f,
 	g_string_append_c(out, '\n');
 }
 
+/* One allocation for the whole text, at most a little too big: grown by
+ * doubling, 6 MB at 10,000 sources would pass through 4 + 8 MB. */
+static void reserve(GString *out, const struct rows *r)
+{
+	gsize len = out->len, need = 4096;
+
+	/* A value is at most 20 digits, a dot and a newline. */
+	for (gsize i = 0; i < G_N_ELEMENTS(families); i++)
+		need += 256 + r->rows->len * (strlen(families[i].name) + 24) +
+			r->labels->len;
+	g_string_set_size(out, len + need);
+	g_string_truncate(out, len);
+}
+
 /* Sources in wakeup_sources's order: newest first, "deleted" last. */
 void pf_metrics_render(struct power *pw, GString *out)
 {
@@ -237,6 +250,7 @@ void pf_metrics_render(struct power *pw, GString *out)
 
 	wakeup_foreach_source(pw->engine, visit_source, &r);
 	add_row(&r, wakeup_deleted_source(pw->engine), "deleted");
+	reserve(out, &r);
 	for (gsize i = 0; i < G_N_ELEMENTS(families); i++) {
 		const struct family *f = &families[i];
 
@@ -372,11 +386,9 @@ static void write_now(gpointer data)
 		pf_timer_arm(m->timer, start + MIN_INTERVAL_US);
 		return;
 	}
-	/* Sized as the last one, so that it does not grow by doubling. */
-	text = g_string_sized_new(m->last_len + 4096);
+	text = g_string_new(NULL);
 	pf_metrics_render(m->pw, text);
 	m->last_write = start;
-	m->last_len = text->len;
 	g_debug("metrics: %zu bytes built in %" G_GINT64_FORMAT " us",
 		text->len, pf_clock_now(m->pw->clock) - start);
 	g_atomic_int_set(&m->writing, TRUE);
