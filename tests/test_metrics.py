@@ -435,6 +435,33 @@ def test_removed_at_a_clean_end(mount, metrics_dir):
     assert os.listdir(metrics_dir) == []
 
 
+@pytest.mark.parametrize("how", ["crash", "upgrade"])
+def test_a_new_server_writes_the_file_at_its_start(mount, metrics_dir, how):
+    """After a crash (SIGKILL to the server) or an upgrade (SIGHUP to the
+    keeper) the file stays, and the next server writes it again at once,
+    from the state it restored."""
+    import signal
+    p = mount(f"--metrics-dir={metrics_dir}", *ARGS)
+    p.lock("kept")
+    p.unlock("kept")
+    wait_for_file(p, metrics_dir)
+    ino = os.stat(os.path.join(metrics_dir, PROM)).st_ino
+    server = p.server_pid()
+    if how == "crash":
+        os.kill(server, signal.SIGKILL)
+    else:
+        os.kill(p.proc.pid, signal.SIGHUP)
+    assert wait_until(lambda: not os.path.exists(f"/proc/{server}"))
+    assert wait_until(lambda: p.server_pid() != server)
+
+    def rewritten():
+        st = os.stat(os.path.join(metrics_dir, PROM))
+        return st.st_ino != ino
+    assert wait_until(rewritten)
+    assert b'{source="kept",kind="wake_lock"} 1\n' in prom(metrics_dir)
+    wait_for_file(p, metrics_dir)
+
+
 @pytest.mark.parametrize("case", ["missing", "file", "mountpoint",
                                   "read-only"])
 def test_unusable_dir_is_refused(tmp_path, case):
