@@ -416,7 +416,8 @@ struct pf_metrics *pf_metrics_open(const char *dir, struct power *pw)
 	m->path = g_build_filename(dir, PF_METRICS_FILE, NULL);
 	m->timer = pf_timer_new(pw->clock, write_now, m);
 	/* Exclusive: its thread waits for work without a timeout, so an idle
-	 * powerfs stays idle (a shared pool's idle threads wake up). */
+	 * powerfs stays idle.  A shared pool's thread (GTask's) waits half a
+	 * second, then wakes up to go to GLib's pool of unused threads. */
 	m->writer = g_thread_pool_new(write_file, m, 1, TRUE, NULL);
 	/* Now: what a previous powerfs left is not this one's. */
 	write_now(m);
