@@ -13,8 +13,10 @@ import math
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
 
@@ -378,7 +380,6 @@ def test_at_most_one_write_per_interval(mount, metrics_dir):
     path = os.path.join(metrics_dir, PROM)
     wait_for_file(p, metrics_dir)
     stop = []
-    import threading
 
     def churn():
         while not stop:
@@ -440,7 +441,6 @@ def test_a_new_server_writes_the_file_at_its_start(mount, metrics_dir, how):
     """After a crash (SIGKILL to the server) or an upgrade (SIGHUP to the
     keeper) the file stays, and the next server writes it again at once,
     from the state it restored."""
-    import signal
     p = mount(f"--metrics-dir={metrics_dir}", *ARGS)
     p.lock("kept")
     p.unlock("kept")
