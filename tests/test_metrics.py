@@ -436,6 +436,27 @@ def test_removed_at_a_clean_end(mount, metrics_dir):
     assert os.listdir(metrics_dir) == []
 
 
+def test_a_failing_write_is_said_once_and_its_end_too(mount, metrics_dir):
+    p = mount(f"--metrics-dir={metrics_dir}", *ARGS)
+    wait_for_file(p, metrics_dir)
+    shutil.rmtree(metrics_dir)
+    for i in range(3):              # three writes that fail
+        p.lock(f"lost{i}")
+        p.unlock(f"lost{i}")
+        assert wait_until(lambda: p.log().count("metrics: cannot write")
+                          == 1, timeout=INTERVAL + 5)
+        time.sleep(INTERVAL)
+    assert p.log().count(f"metrics: cannot write {metrics_dir}/{PROM}: "
+                         "No such file or directory") == 1
+    os.mkdir(metrics_dir)
+    p.lock("back")
+    p.unlock("back")
+    wait_for_file(p, metrics_dir)
+    assert wait_until(lambda: f"metrics: {metrics_dir}/{PROM} written again"
+                      in p.log())
+    assert p.log().count("metrics: cannot write") == 1
+
+
 @pytest.mark.parametrize("how", ["crash", "upgrade"])
 def test_a_new_server_writes_the_file_at_its_start(mount, metrics_dir, how):
     """After a crash (SIGKILL to the server) or an upgrade (SIGHUP to the
