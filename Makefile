@@ -26,8 +26,8 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 
 CORE := clock journal wakeup wakelock suspend autosleep power backend-simulate
-DAEMON := $(CORE) backend-sysfs backend-logind state-file caps attrs fuse-session fs class-wakeup keeper log main
-UNIT_TESTS := test-wakeup test-wakelock test-autosleep
+DAEMON := $(CORE) backend-sysfs backend-logind state-file metrics caps attrs fuse-session fs class-wakeup keeper log main
+UNIT_TESTS := test-wakeup test-wakelock test-autosleep test-metrics
 
 core_objs = $(patsubst %,$(BUILD)/%.o,$(CORE))
 daemon_objs = $(patsubst %,$(BUILD)/%.o,$(DAEMON))
@@ -51,6 +51,9 @@ $(BUILD)/%.o: src/%.c Makefile | $(BUILD)
 
 $(BUILD)/test-%: tests/unit/test-%.c $(core_objs) | $(BUILD)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(PKG_CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# The Prometheus text is drawn from the core alone.
+$(BUILD)/test-metrics: $(BUILD)/metrics.o
 
 $(BUILD):
 	mkdir -p $@

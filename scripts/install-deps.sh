@@ -9,6 +9,8 @@ PKGS="gcc make pkg-config libfuse3-dev fuse3 libglib2.0-dev libsystemd-dev pytho
 PKGS="$PKGS lxc busybox-static uidmap systemd-container"
 # powerfs-report's test renders its HTML in a real browser.
 PKGS="$PKGS chromium fonts-dejavu-core"
+# tests/test_metrics.py scrapes --metrics-dir's file through node_exporter.
+PKGS="$PKGS prometheus-node-exporter"
 VM_PKGS="qemu-system-x86 mmdebstrap e2fsprogs debian-archive-keyring"
 [ "${1:-}" = --vm ] && PKGS="$PKGS $VM_PKGS"
 missing=""

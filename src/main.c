@@ -29,6 +29,7 @@
 #include "powerfs/fuse-session.h"
 #include "powerfs/keeper.h"
 #include "powerfs/log.h"
+#include "powerfs/metrics.h"
 #include "powerfs/power.h"
 #include "powerfs/state-file.h"
 
@@ -53,6 +54,7 @@ static struct {
 	gchar *state_file;
 	gchar *journal;
 	gint64 journal_size;
+	gchar *metrics_dir;
 	gchar *owner;
 	gboolean no_keeper;
 	gchar **args;
@@ -119,6 +121,9 @@ static const GOptionEntry entries[] = {
 	{ "journal-size", 0, 0, G_OPTION_ARG_INT64, &opt.journal_size,
 	  "Rotate the journal to PATH.1 when it reaches BYTES "
 	  "(default 8388608)", "BYTES" },
+	{ "metrics-dir", 0, 0, G_OPTION_ARG_FILENAME, &opt.metrics_dir,
+	  "Write the statistics for Prometheus to DIR/powerfs.prom (for "
+	  "node_exporter's textfile collector)", "DIR" },
 	{ "no-keeper", 0, 0, G_OPTION_ARG_NONE, &opt.no_keeper,
 	  "Serve in the process that mounts (a crash then ends the mount)",
 	  NULL },
@@ -366,6 +371,44 @@ static void absolute_journal(char **argv)
 	}
 	g_free(opt.journal);
 	opt.journal = abs;
+}
+
+/* --metrics-dir=DIR must be a directory we can write in, outside our own
+ * mount (a write there would wait for ourselves).  Its real path is what
+ * the server uses: a daemon works from "/". */
+static char *check_metrics_dir(const char *dir, const char *mountpoint)
+{
+	g_autofree char *real = realpath(dir, NULL);
+	struct stat st;
+
+	if (!real || stat(real, &st) < 0)
+		usage_error("--metrics-dir: %s: %s", dir, g_strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		usage_error("--metrics-dir: %s is not a directory", dir);
+	if (path_within(real, mountpoint))
+		usage_error("--metrics-dir: %s is inside the mount point %s",
+			    dir, mountpoint);
+	if (access(real, W_OK | X_OK) < 0)
+		usage_error("--metrics-dir: cannot write in %s: %s", dir,
+			    g_strerror(errno));
+	return g_steal_pointer(&real);
+}
+
+/* The server started by the keeper parses the same arguments: give it the
+ * real path of --metrics-dir (given as "--metrics-dir=DIR" or
+ * "--metrics-dir DIR", before any "--"). */
+static void give_real_metrics_dir(char **argv, const char *real)
+{
+	for (guint i = 1; argv[i] && strcmp(argv[i], "--"); i++) {
+		if (g_str_has_prefix(argv[i], "--metrics-dir=")) {
+			g_free(argv[i]);
+			argv[i] = g_strconcat("--metrics-dir=", real, NULL);
+		} else if (!strcmp(argv[i], "--metrics-dir") && argv[i + 1]) {
+			g_free(argv[i + 1]);
+			argv[i + 1] = g_strdup(real);
+			i++;
+		}
+	}
 }
 
 /* --owner=UID:GID, numeric: the ids as the host sees them (a container's
@@ -616,6 +659,7 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 	struct pf_class_wakeup *cw = NULL;
 	struct state_file *sf = NULL;
 	struct journal *journal = NULL;
+	struct pf_metrics *metrics = NULL;
 	struct power_options popts;
 	struct pf_clock *clock;
 	struct power *pw;
@@ -670,6 +714,9 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 		pf_fs_set_before_reply(fs, (wakeup_func)state_file_flush, sf);
 	}
 	journal_restored(journal, pw);
+	/* After the restore: the first file holds the restored numbers. */
+	if (opt.metrics_dir)
+		metrics = pf_metrics_open(opt.metrics_dir, pw);
 	server_loop = loop;
 	g_unix_signal_add(SIGTERM, end_loop_on_signal, (gpointer)&stopped);
 	g_unix_signal_add(SIGINT, end_loop_on_signal, (gpointer)&stopped);
@@ -702,6 +749,8 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 		state_file_close(sf);
 		journal_stop(journal);
 		journal_close(journal);
+		/* The successor writes the file again at its start. */
+		pf_metrics_close(metrics, FALSE);
 		pf_log_flush();
 		if (ending == KEEPING)
 			become_keeper();
@@ -712,6 +761,8 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 	 * their error, and the state is saved before the mounts go. */
 	suspend_abort(pw->suspend);
 	state_file_close(sf);
+	/* Nothing serves these numbers any more. */
+	pf_metrics_close(metrics, TRUE);
 	pf_class_wakeup_free(cw);
 	pf_fs_free(fs, FALSE);
 	/* Only a dead connection may be looked at: a live one would wait
@@ -862,6 +913,14 @@ int main(int argc, char **argv)
 		check_journal(opt.journal, mountpoint);
 		absolute_journal(given);
 	}
+	if (opt.metrics_dir) {
+		g_autofree char *real = check_metrics_dir(opt.metrics_dir,
+							  mountpoint);
+
+		give_real_metrics_dir(given, real);
+		g_free(opt.metrics_dir);
+		opt.metrics_dir = g_steal_pointer(&real);
+	}
 	if (!opt.foreground) {
 		daemonize();
 		/* Errors that stop the start still reach the terminal
@@ -912,6 +971,7 @@ out:
 	g_free(opt.simulate_states);
 	g_free(opt.state_file);
 	g_free(opt.journal);
+	g_free(opt.metrics_dir);
 	g_free(opt.owner);
 	pf_log_flush();
 	return status;

@@ -713,7 +713,7 @@ struct state_file *state_file_open(const char *path, struct power *pw,
 	unlink(sf->tmp_path);
 	restore(sf);
 	compact(sf);
-	wakeup_set_change_hook(pw->engine, changed, sf);
+	wakeup_add_change_hook(pw->engine, changed, sf);
 	sf->flusher = g_source_new(&flusher_funcs, sizeof(struct flusher));
 	((struct flusher *)sf->flusher)->sf = sf;
 	g_source_set_name(sf->flusher, "powerfs state file");
@@ -725,7 +725,7 @@ void state_file_close(struct state_file *sf)
 {
 	if (!sf)
 		return;
-	wakeup_set_change_hook(sf->pw->engine, NULL, NULL);
+	wakeup_remove_change_hook(sf->pw->engine, changed, sf);
 	g_source_destroy(sf->flusher);
 	g_source_unref(sf->flusher);
 	state_file_flush(sf);

@@ -261,7 +261,6 @@ static void on_wakeup_event(gpointer data)
 /* Every attempt ends here: it ends the handshake and counts in the stats. */
 static void attempt_finished(struct suspend *s, int error)
 {
-	wakeup_notify_changed(s->engine, NULL);
 	s->sleeping = FALSE;
 	s->sleeping_func = NULL;
 	wakeup_set_event_hook(s->engine, NULL, NULL);
@@ -275,6 +274,8 @@ static void attempt_finished(struct suspend *s, int error)
 		s->stats.success++;
 		g_message("resumed from %s", pm_state_label(s->state));
 	}
+	/* Once counted: a listener sees the new suspend_stats. */
+	wakeup_notify_changed(s->engine, NULL);
 	journal_suspend(s->journal, &s->attempt, error,
 			error ? s->stats.last_failed_step : "", s->engine);
 }

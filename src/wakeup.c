@@ -59,9 +59,13 @@ struct wakeup_engine {
 	gpointer event_hook_data;
 	wakeup_func activity_hook;
 	gpointer activity_hook_data;
-	wakeup_change_func change_hook;
-	gpointer change_hook_data;
 	struct journal *journal;
+	GArray *change_hooks;	/* struct change_hook */
+};
+
+struct change_hook {
+	wakeup_change_func func;
+	gpointer data;
 };
 
 static void timeouts_expire(gpointer data);
@@ -89,6 +93,7 @@ struct wakeup_engine *wakeup_engine_new(struct pf_clock *clock)
 	e->timeouts = g_sequence_new(NULL);
 	e->timeout_timer = pf_timer_new(clock, timeouts_expire, e);
 	e->waiter_timer = pf_timer_new(clock, waiters_run, e);
+	e->change_hooks = g_array_new(FALSE, FALSE, sizeof(struct change_hook));
 	return e;
 }
 
@@ -106,6 +111,7 @@ void wakeup_engine_free(struct wakeup_engine *e)
 	g_hash_table_destroy(e->by_id);
 	pf_timer_free(e->timeout_timer);
 	pf_timer_free(e->waiter_timer);
+	g_array_unref(e->change_hooks);
 	g_free(e->deleted.name);
 	g_free(e);
 }
@@ -735,15 +741,36 @@ void wakeup_restore_counts(struct wakeup_engine *e, guint registered,
 	wakeup_notify_changed(e, NULL);
 }
 
-void wakeup_set_change_hook(struct wakeup_engine *e, wakeup_change_func func,
+void wakeup_add_change_hook(struct wakeup_engine *e, wakeup_change_func func,
 			    gpointer data)
 {
-	e->change_hook = func;
-	e->change_hook_data = data;
+	struct change_hook hook = { func, data };
+
+	g_array_append_val(e->change_hooks, hook);
 }
 
+void wakeup_remove_change_hook(struct wakeup_engine *e,
+			       wakeup_change_func func, gpointer data)
+{
+	for (guint i = 0; i < e->change_hooks->len; i++) {
+		const struct change_hook *h =
+			&g_array_index(e->change_hooks, struct change_hook, i);
+
+		if (h->func == func && h->data == data) {
+			g_array_remove_index(e->change_hooks, i);
+			return;
+		}
+	}
+	g_warn_if_reached();
+}
+
+/* On every lock and unlock: an array walk, no allocation. */
 void wakeup_notify_changed(struct wakeup_engine *e, struct wakeup_source *ws)
 {
-	if (e->change_hook)
-		e->change_hook(ws, e->change_hook_data);
+	for (guint i = 0; i < e->change_hooks->len; i++) {
+		const struct change_hook *h =
+			&g_array_index(e->change_hooks, struct change_hook, i);
+
+		h->func(ws, h->data);
+	}
 }

@@ -19,7 +19,7 @@ from conftest import (BAD_LOG_PATTERNS, FUSERMOUNT, POWERFS, REPO, Powerfs,
 OPTIONS = ["--foreground", "--debug", "-o", "--backend", "--simulate-sleep-ms",
            "--simulate-states", "--wakelock-limit", "--wakelock-gc-seconds",
            "--no-capability-check", "--trust-userns-owner", "--owner",
-           "--version", "--help"]
+           "--metrics-dir", "--version", "--help"]
 
 
 def run(*args, timeout=10):

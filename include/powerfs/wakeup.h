@@ -158,10 +158,15 @@ void wakeup_restore_counts(struct wakeup_engine *engine, guint registered,
 /* Called (synchronously) after anything that a saved state would include
  * changed: a source (its state or statistics), or with ws NULL the
  * engine's counters or something other modules keep (they report through
- * wakeup_notify_changed()). */
+ * wakeup_notify_changed(): suspend_stats, autosleep).  Any number of
+ * listeners (the state file, the metrics), called in the order they were
+ * added; a listener must not add or remove listeners from its call. */
 typedef void (*wakeup_change_func)(struct wakeup_source *ws, gpointer data);
-void wakeup_set_change_hook(struct wakeup_engine *engine,
+void wakeup_add_change_hook(struct wakeup_engine *engine,
 			    wakeup_change_func func, gpointer data);
+/* Removes the listener added with the same func and data. */
+void wakeup_remove_change_hook(struct wakeup_engine *engine,
+			       wakeup_change_func func, gpointer data);
 void wakeup_notify_changed(struct wakeup_engine *engine,
 			   struct wakeup_source *ws);
 

@@ -799,6 +799,57 @@ static void test_event_hook(void)
 	fixture_fini(&f);
 }
 
+/* Every listener hears every change, in the order added; a removed one
+ * hears nothing more. */
+struct heard {
+	guint n;
+	struct wakeup_source *last;
+	GString *order;
+	char tag;
+};
+
+static void hear(struct wakeup_source *ws, gpointer data)
+{
+	struct heard *h = data;
+
+	h->n++;
+	h->last = ws;
+	g_string_append_c(h->order, h->tag);
+}
+
+static void test_change_hooks(void)
+{
+	struct fixture f;
+	struct wakeup_source *a;
+	g_autoptr(GString) order = g_string_new(NULL);
+	struct heard x = { 0, NULL, order, 'x' }, y = { 0, NULL, order, 'y' };
+
+	fixture_init(&f);
+	wakeup_add_change_hook(f.engine, hear, &x);
+	wakeup_add_change_hook(f.engine, hear, &y);
+	a = reg(&f, "a");
+	g_assert_cmpuint(x.n, ==, 1);
+	g_assert_cmpuint(y.n, ==, 1);
+	g_assert_true(x.last == a && y.last == a);
+	g_assert_cmpstr(order->str, ==, "xy");
+
+	wakeup_notify_changed(f.engine, NULL);
+	g_assert_cmpuint(x.n, ==, 2);
+	g_assert_null(y.last);
+
+	wakeup_remove_change_hook(f.engine, hear, &x);
+	wakeup_source_stay_awake(a);
+	g_assert_cmpuint(x.n, ==, 2);
+	g_assert_cmpuint(y.n, ==, 3);
+	g_assert_true(y.last == a);
+
+	wakeup_remove_change_hook(f.engine, hear, &y);
+	wakeup_source_relax(a);
+	g_assert_cmpuint(y.n, ==, 3);
+	wakeup_source_unregister(a);
+	fixture_fini(&f);
+}
+
 static void test_print_stats_format(void)
 {
 	struct fixture f;
@@ -1281,6 +1332,7 @@ int main(int argc, char **argv)
 	g_test_add_func("/wakeup/wait-idle/fires", test_wait_idle);
 	g_test_add_func("/wakeup/wait-idle/cancel", test_wait_idle_cancel);
 	g_test_add_func("/wakeup/event-hook", test_event_hook);
+	g_test_add_func("/wakeup/change-hooks", test_change_hooks);
 	g_test_add_func("/wakeup/stats/print-format", test_print_stats_format);
 	g_test_add_func("/wakeup/stats/deleted", test_print_stats_deleted);
 	g_test_add_func("/wakeup/stats/times", test_stats_times);
