@@ -633,3 +633,26 @@ def test_backend_failure_and_backoff(mount, tmp_path):
          "step": "suspend", "active": [], "signalled": []},
         {"ev": "backoff", "result": -21, "pause_ms": 500}]
     assert j[2]["start"] <= j[2]["end"] == j[2]["t"] <= j[3]["t"]
+
+
+def test_restored_state_is_recorded_at_start(mount, tmp_path):
+    """What the state file brings back (a held lock, autosleep) is in the
+    new run's journal right after its start, as still going on."""
+    state, jpath = tmp_path / "state", tmp_path / "j"
+    a = Powerfs(f"--state-file={state}", f"--journal={jpath}",
+                "--simulate-sleep-ms=100").start()
+    try:
+        a.lock("kept")
+        a.write("autosleep", b"freeze")
+    finally:
+        a.stop()
+    n = len(read_journal(jpath))
+    b = mount(f"--state-file={state}", f"--journal={jpath}", "--simulate-sleep-ms=100")
+    j = wait_lines(jpath, n + 3)
+    b.write("autosleep", b"off")
+    b.unlock("kept")
+    assert j[n - 1]["ev"] == "stop" and j[n]["ev"] == "start"
+    assert [strip_times(e) for e in j[n + 1:n + 3]] == [
+        {"ev": "lock", "src": "kept", "timeout_ms": 0, "created": False,
+         "was_active": True, "pid": 0, "uid": 0},
+        {"ev": "autosleep", "state": "freeze"}]
