@@ -12,18 +12,14 @@
  * handles are keys of a table here, and a handle this server never gave out
  * gets a fresh record (pf_session_adopt_func).
  *
- * Each session has PF_SESSION_READERS threads that read /dev/fuse with
- * plain blocking reads, as libfuse's own multithreaded loop does: a request
- * costs one read and one write, nothing more, and while one thread
- * processes a request another already waits in read(2) for the next, so the
- * kernel hands it over without first waking a thread that is busy (what
- * scripts/bench measured against libfuse's loop; see README).  The core
- * stays single-threaded all the same: one lock, the loop lock, is held by
- * the main thread at all times except while it polls, and a session thread
- * takes it to process a request.  So every
- * handler, timer, D-Bus callback and idle runs under that lock, one at a
- * time, and handlers may still park requests and answer them later from the
- * main loop.
+ * Each session has PF_SESSION_READERS threads (one) that read /dev/fuse
+ * with plain blocking reads, as libfuse's own loops do: a request costs one
+ * read and one write, nothing more.  The core stays single-threaded all the
+ * same: one lock, the loop lock, is held by the main thread at all times
+ * except while it polls, and a session thread takes it to process a
+ * request.  So every handler, timer, D-Bus callback and idle runs under
+ * that lock, one at a time, and handlers may still park requests and
+ * answer them later from the main loop.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -47,10 +43,20 @@ struct pf_mount {
 	char *mountpoint;
 };
 
-/* Readers per mount.  Two: one waits in read(2) while the other processes;
- * a third found nothing to do on 2 CPUs (scripts/bench). */
+/* Readers per mount.  More than one lets a reader wait in read(2) while
+ * another processes, as in libfuse's multithreaded loop, but measured
+ * (scripts/bench --variant, 2 CPUs) it only costs: the kernel wakes its
+ * readers in turn, so every request wakes a thread that slept, where a lone
+ * reader usually finds the next request already queued.  CPU per
+ * lock+unlock pair went from 28-42 us with one reader to 36-50 us with two
+ * and 40 us with three, with no gain in latency or in throughput with four
+ * clients (README, Performance).  Kept as a build option
+ * (CPPFLAGS=-DPF_SESSION_READERS=2) to measure again elsewhere; with more
+ * than one, requests may be processed in another order than read, as in
+ * libfuse's multithreaded loop (which pairs an INTERRUPT with a request it
+ * has not seen yet). */
 #ifndef PF_SESSION_READERS
-#define PF_SESSION_READERS 2
+#define PF_SESSION_READERS 1
 #endif
 
 struct pf_reader {
@@ -234,9 +240,7 @@ static void save_init(struct pf_session *ps, const struct fuse_buf *buf,
 
 /* Cancellation (pf_session_stop) may only strike while the thread waits
  * in read(2) for the next request, as in libfuse's own loop: never while
- * it holds the loop lock or is inside GLib.  Requests two readers read
- * may be processed in either order, as in libfuse's own multithreaded loop
- * (which pairs an INTERRUPT with a request it has not seen yet). */
+ * it holds the loop lock or is inside GLib. */
 static void *serve(void *data)
 {
 	struct pf_reader *r = data;
