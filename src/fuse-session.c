@@ -44,17 +44,17 @@ struct pf_mount {
 };
 
 /* Readers per mount.  More than one lets a reader wait in read(2) while
- * another processes, as in libfuse's multithreaded loop, but measured
- * (scripts/bench --variant, 2 CPUs) it only costs: the kernel wakes its
- * readers in turn, so every request wakes a thread that slept, where a lone
- * reader usually finds the next request already queued.  CPU per
- * lock+unlock pair went from 28-42 us with one reader to 36-50 us with two
- * and 40 us with three, with no gain in latency or in throughput with four
- * clients (README, Performance).  Kept as a build option
- * (CPPFLAGS=-DPF_SESSION_READERS=2) to measure again elsewhere; with more
- * than one, requests may be processed in another order than read, as in
- * libfuse's multithreaded loop (which pairs an INTERRUPT with a request it
- * has not seen yet). */
+ * another processes, as in libfuse's multithreaded loop.  Measured with
+ * scripts/bench --variant on 2 busy CPUs (README, Performance), two readers
+ * cost 7-57 % more CPU per lock+unlock pair in every run: the kernel wakes
+ * its readers in turn, so every request wakes a thread that slept, where a
+ * lone reader often finds the next request already queued.  They gave more
+ * throughput with four clients in four runs of five (up to 1.8 times) and
+ * no steady change in one-client time.  One, for the CPU; a build option
+ * (CPPFLAGS=-DPF_SESSION_READERS=2) to weigh it again.  With more than one,
+ * requests may be processed in another order than read, as in libfuse's
+ * multithreaded loop (which pairs an INTERRUPT with a request it has not
+ * seen yet). */
 #ifndef PF_SESSION_READERS
 #define PF_SESSION_READERS 1
 #endif
