@@ -5,7 +5,11 @@
  * (direct_io, no keep_cache), same init choices and the same attributes
  * and cache timeouts as powerfs, so the kernel sends both the same requests.
  * It serves one request at a time with the plain single-threaded
- * fuse_session_loop() on a blocking /dev/fuse fd: the honest floor.
+ * fuse_session_loop() on a blocking /dev/fuse fd, or (--mt) with libfuse's
+ * own multithreaded loop, fuse_session_loop_mt(), whose idle workers are
+ * already blocked in read(2) when the next request comes: the fastest
+ * do-nothing server this libfuse makes, and the floor that counts.
+ * --mt-clone adds clone_fd (one cloned /dev/fuse fd per worker).
  *
  * Every write returns its length and does nothing.  Reads return "0\n",
  * except wakeup_sources, which returns a canned table of
@@ -17,11 +21,12 @@
  * fuse_session_receive_buf() + fuse_session_process_buf().  That variant is
  * an information row of the bench: what polling itself costs.
  *
- * Usage: bench-floor [--sources=N] [--poll] MOUNTPOINT   (foreground;
+ * Usage: bench-floor [--sources=N] [--poll|--mt|--mt-clone] MOUNTPOINT   (foreground;
  * SIGTERM or fusermount3 -u to stop).  Built and run by scripts/bench.
  */
 #define FUSE_USE_VERSION 34
 #include <fuse_lowlevel.h>
+#include <linux/fuse.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -153,9 +158,14 @@ static void fl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EACCES);
 		return;
 	}
-	fi->direct_io = 1;
-	fi->keep_cache = 0;
-	fuse_reply_open(req, fi);
+	/* The flags powerfs answers with (libfuse 3.14 has no field for
+	 * FOPEN_PARALLEL_DIRECT_WRITES, so the reply is written here too). */
+	struct fuse_open_out out = {
+		.fh = 1,
+		.open_flags = FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES,
+	};
+
+	fuse_reply_buf(req, (const char *)&out, sizeof(out));
 }
 
 static void fl_release(fuse_req_t req, fuse_ino_t ino,
@@ -237,7 +247,7 @@ int main(int argc, char **argv)
 	struct fuse_args args = FUSE_ARGS_INIT(3, fuse_argv);
 	const char *mountpoint = NULL;
 	unsigned rows = 0;
-	int use_poll = 0;
+	int use_poll = 0, use_mt = 0, clone_fd = 0;
 	struct fuse_session *se;
 	int ret;
 
@@ -246,11 +256,16 @@ int main(int argc, char **argv)
 			rows = (unsigned)strtoul(argv[i] + 10, NULL, 10);
 		else if (!strcmp(argv[i], "--poll"))
 			use_poll = 1;
+		else if (!strcmp(argv[i], "--mt"))
+			use_mt = 1;
+		else if (!strcmp(argv[i], "--mt-clone"))
+			use_mt = clone_fd = 1;
 		else
 			mountpoint = argv[i];
 	}
 	if (!mountpoint) {
-		fprintf(stderr, "usage: %s [--sources=N] [--poll] MOUNTPOINT\n",
+		fprintf(stderr, "usage: %s [--sources=N] [--poll|--mt|--mt-clone] "
+			"MOUNTPOINT\n",
 			argv[0]);
 		return 2;
 	}
@@ -264,7 +279,17 @@ int main(int argc, char **argv)
 		fuse_session_destroy(se);
 		return 1;
 	}
-	ret = use_poll ? poll_loop(se) : fuse_session_loop(se);
+	if (use_mt) {
+		/* libfuse's defaults (fuse_main's), clone_fd as asked. */
+		struct fuse_loop_config cfg = {
+			.clone_fd = clone_fd,
+			.max_idle_threads = 10,
+		};
+
+		ret = fuse_session_loop_mt(se, &cfg);
+	} else {
+		ret = use_poll ? poll_loop(se) : fuse_session_loop(se);
+	}
 	fuse_remove_signal_handlers(se);
 	fuse_session_unmount(se);
 	fuse_session_destroy(se);
