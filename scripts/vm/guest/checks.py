@@ -885,8 +885,15 @@ def kill_and_watch(c, what):
     if wait_for(lambda: reader.poll() is not None, 10):
         rout, rerr = reader.communicate()
     else:
-        rout, rerr = "", ("still blocked: its request was taken by the killed "
-                          "server (no FUSE_NOTIFY_RESEND before Linux 6.9)")
+        reader.kill()
+        killed = wait_for(lambda: reader.poll() is not None, 3)
+        st_r = ((read_file(f"/proc/{reader.pid}/stat") or ")  ?").rsplit(")", 1)[1]
+                .split()[0])
+        rout, rerr = "", ("still blocked 10 s after the restart: its request was "
+                          "taken by the killed server (no FUSE_NOTIFY_RESEND "
+                          "before Linux 6.9); SIGKILL then "
+                          + ("ended it" if killed else
+                             f"did not end it within 3 s (state {st_r})"))
     _, old = timed_read(fd=old_fd, timeout=10)
     os.close(old_fd)
     _, fresh = timed_read(st, timeout=10)
