@@ -437,9 +437,20 @@ def await_resume(k0, km, n=1, timeout=90, grace=20):
     return wait_for(done, timeout, 0.2)
 
 
+def logind_sleep_over():
+    """logind is not preparing a sleep, and systemd-suspend is not running."""
+    r = busctl("get-property", *LOGIND, "PreparingForSleep")
+    return (json.loads(r.stdout or '{"data": true}')["data"] is False
+            and sh(["systemctl", "is-active", "systemd-suspend.service"])
+            .stdout.strip() != "active")
+
+
 def sleep_verdict(c, what, km, k0, pfs, p0, mode, n=1):
     """The sleep(s) happened, cleanly, and powerfs counted them as the kernel did."""
     await_resume(k0, km, n)
+    # One sleep through logind may be several tries of the kernel's
+    # (systemd-sleep falls back from mem to freeze): compare when it is over.
+    wait_for(logind_sleep_over, 90, 0.3)
     k1 = stats(KSTATS)
     lines = km.poll()
     c.add_evidence("kernel", kmsg_evidence(lines))
@@ -1004,10 +1015,7 @@ def cleanup(pgid):
     write_file(RTC, "0")
     write_file("/sys/power/mem_sleep", "deep")
     # No sleep of this check may still be under way when the next starts.
-    wait_for(lambda: json.loads(busctl("get-property", *LOGIND, "PreparingForSleep")
-                                .stdout or '{"data": true}')["data"] is False, 60, 0.5)
-    wait_for(lambda: sh(["systemctl", "is-active", "systemd-suspend.service"])
-             .stdout.strip() != "active", 60, 0.5)
+    wait_for(logind_sleep_over, 60, 0.5)
 
 
 def run_check(name, fn, timeout):
