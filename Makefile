@@ -81,7 +81,7 @@ check: deps
 
 # The real-system test: a Debian 12 VM (qemu, software emulation) with systemd,
 # logind, D-Bus and polkit that really suspends; the host never sleeps.  Builds
-# the guest image once (build/vm/, about 2 minutes, needs a Debian mirror),
+# the guest image once (build/vm/, 5 to 6 minutes here, needs a Debian mirror),
 # then boots it and runs the checks of scripts/vm/guest/checks.py.
 check-vm:
 	scripts/install-deps.sh --vm

@@ -463,28 +463,40 @@ static void read_kernel_stats(int dir, struct kernel_stats *ks)
 }
 
 /* How the sleep that just ended went, by the host kernel's counters: its
- * errno and step (*step) if it counted only a failure, else 0.  Without
- * readable counters, or if they did not move (the kernel does not count
- * hibernation), logind's word that the host resumed is all there is. */
+ * errno and step (*step) if it counted only failures, else 0.  Every failure
+ * it counted is one for powerfs too: those before the last outcome go to
+ * earlier_failures (systemd-sleep tries mem, then freeze, in one sleep).
+ * Without readable counters, or if they did not move (the kernel does not
+ * count hibernation), logind's word that the host resumed is all there is. */
 static int kernel_verdict(struct logind *li, const char **step)
 {
 	struct kernel_stats after;
-	gint64 err;
+	gint64 err, failures;
 
 	*step = NULL;
+	li->base.earlier_failures = 0;
 	if (!li->before.valid)
 		return 0;
 	li->before.valid = FALSE;
 	read_kernel_stats(li->stats_dir, &after);
-	if (!after.valid || after.success > li->before.success ||
-	    after.fail <= li->before.fail)
+	if (!after.valid)
+		return 0;
+	failures = after.fail - li->before.fail;
+	if (failures <= 0 || failures > G_MAXINT)
 		return 0;
 	g_strlcpy(li->failed_step, after.last_failed_step,
 		  sizeof(li->failed_step));
 	if (li->failed_step[0])
 		*step = li->failed_step;
 	err = after.last_failed_errno;
-	return err < 0 && err > -4096 ? (int)err : -EIO;
+	err = err < 0 && err > -4096 ? err : -EIO;
+	li->base.earlier_errno = (int)err;
+	if (after.success > li->before.success) {
+		li->base.earlier_failures = (guint)failures;
+		return 0;
+	}
+	li->base.earlier_failures = (guint)failures - 1;
+	return (int)err;
 }
 
 /* --- sleeping ------------------------------------------------------------- */

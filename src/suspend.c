@@ -93,6 +93,17 @@ static void record_failure(struct suspend *s, int error, const char *step)
 	s->stats.last_failed_step = steps[i];
 }
 
+/* The host's failed tries within one sleep, before its outcome. */
+static void record_earlier_failures(struct suspend *s)
+{
+	guint n = s->backend->earlier_failures;
+
+	s->backend->earlier_failures = 0;
+	while (n--)
+		record_failure(s, s->backend->earlier_errno,
+			       s->backend->failed_step);
+}
+
 static void system_sleeping(gboolean host, gpointer data)
 {
 	struct suspend *s = data;
@@ -127,6 +138,7 @@ static void system_resumed(int error, gpointer data)
 	if (!s->external_sleep)
 		return;
 	s->external_sleep = FALSE;
+	record_earlier_failures(s);
 	if (error) {
 		record_failure(s, error, s->backend->failed_step);
 		g_message("the system failed to sleep (%s): %s",
@@ -265,6 +277,7 @@ static void attempt_finished(struct suspend *s, int error)
 	s->sleeping_func = NULL;
 	wakeup_set_event_hook(s->engine, NULL, NULL);
 	wakeup_end_handshake(s->engine);
+	record_earlier_failures(s);
 	if (error) {
 		record_failure(s, error, s->backend->failed_step);
 		g_message("suspend to %s failed (%s): %s",

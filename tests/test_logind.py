@@ -664,6 +664,40 @@ def test_kernel_failures_then_success(logind, mount, kernel):
         last_failed_errno=-5, last_failed_step="suspend")
 
 
+@pytest.mark.parametrize("own", [True, False], ids=["own", "foreign"])
+def test_every_failure_the_kernel_counted_in_one_sleep(logind, mount, kernel,
+                                                       own):
+    """systemd-sleep tries mem, then freeze, within one sleep: the kernel
+    counts two failures (seen in make check-vm), and so does powerfs."""
+    pfs = mount("--backend=logind", kernel.arg())
+    assert wait_until(lambda: logind.powerfs_inhibitors())
+    after = dict(fail=2, last_failed_errno=-16, last_failed_step="freeze")
+    if own:
+        own_sleep(logind, pfs, kernel, **after)
+    else:
+        sleep_with_kernel(logind, kernel, **after)
+    assert wait_until(lambda: stat(pfs, "fail") == b"2\n")
+    assert all_stats(pfs) == expected_stats(
+        fail=2, failed_freeze=2, last_failed_errno=-16,
+        last_failed_step="freeze")
+
+
+@pytest.mark.parametrize("own", [True, False], ids=["own", "foreign"])
+def test_failure_then_success_in_one_sleep(logind, mount, kernel, own):
+    pfs = mount("--backend=logind", kernel.arg())
+    assert wait_until(lambda: logind.powerfs_inhibitors())
+    after = dict(success=1, fail=1, last_failed_errno=-16,
+                 last_failed_step="freeze")
+    if own:
+        own_sleep(logind, pfs, kernel, **after)
+    else:
+        sleep_with_kernel(logind, kernel, **after)
+    assert wait_until(lambda: stat(pfs, "success") == b"1\n")
+    assert all_stats(pfs) == expected_stats(
+        success=1, fail=1, failed_freeze=1, last_failed_errno=-16,
+        last_failed_step="freeze")
+
+
 def test_unreadable_kernel_stats_count_a_success(logind, mount, tmp_path):
     missing = tmp_path / "no-such-dir"
     pfs = mount("--backend=logind", f"--host-suspend-stats={missing}")

@@ -62,6 +62,13 @@ struct backend {
 	 * done() or resumed(); NULL means "suspend".  Valid during that call
 	 * only: the core keeps its own copy. */
 	const char *failed_step;
+	/* Attempts the host failed within this sleep before the outcome
+	 * reported (systemd-sleep tries mem, then freeze), set with
+	 * failed_step: counted first, as failures at failed_step with
+	 * earlier_errno (the kernel keeps the step and errno of its last
+	 * failure only).  The core sets it back to 0. */
+	guint earlier_failures;
+	int earlier_errno;
 };
 
 /* Pretends to sleep for sleep_ms (a wake() ends it early). */
