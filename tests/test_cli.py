@@ -157,11 +157,13 @@ def test_background_mode(tmpdir_):
     server = [pid for pid in pids if parents[pid] in pids]
     assert len(keeper) == 1 and len(server) == 1, parents
     assert parents[keeper[0]] != os.getpid(), "the keeper did not detach"
+    dev = os.stat(mnt).st_dev
     u = subprocess.run([FUSERMOUNT, "-u", mnt], capture_output=True)
     assert u.returncode == 0, u.stderr
-    for pid in pids:
-        assert wait_until(lambda: not os.path.exists(f"/proc/{pid}"),
-                          timeout=5), "daemon still running after unmount"
+    assert conftest.wait_end_after_unmount(
+        dev, lambda: not any(os.path.exists(f"/proc/{p}") for p in pids),
+        lambda: os.kill(keeper[0], signal.SIGTERM)), \
+        "daemon still running after unmount"
     # (tmpdir_ cleans up after a failure.)
 
 
@@ -222,8 +224,12 @@ def test_long_foreground_option(tmpdir_):
                           proc.poll() is not None, timeout=5)
         assert os.path.ismount(mnt)
         assert proc.poll() is None, "--foreground did not stay in the foreground"
+        dev = os.stat(mnt).st_dev
         assert subprocess.run([FUSERMOUNT, "-u", mnt]).returncode == 0
-        assert proc.wait(5) == 0
+        assert conftest.wait_end_after_unmount(
+            dev, lambda: proc.poll() is not None,
+            lambda: proc.send_signal(signal.SIGTERM))
+        assert proc.wait() == 0
     finally:
         if os.path.ismount(mnt):
             subprocess.run([FUSERMOUNT, "-uz", mnt])
@@ -270,10 +276,14 @@ def test_a_dead_mount_is_replaced_even_with_cached_attributes(tmpdir_):
     try:
         assert wait_until(lambda: open_ok(mnt), timeout=5), \
             "the new mount does not answer"
+        dev = os.stat(mnt).st_dev
         r = subprocess.run([FUSERMOUNT, "-u", mnt], capture_output=True,
                            timeout=10)
         assert r.returncode == 0, r.stderr
-        assert b.wait(5) == 0
+        assert conftest.wait_end_after_unmount(
+            dev, lambda: b.poll() is not None,
+            lambda: b.send_signal(signal.SIGTERM))
+        assert b.wait() == 0
         out = b.stdout.read().decode()
         assert "removing a stale mount" in out, out
         assert not os.path.ismount(mnt), "a dead mount came back"

@@ -22,6 +22,7 @@ import time
 
 import pytest
 
+import conftest
 from conftest import (FUSERMOUNT, POWERFS, PYTHON, Powerfs, Reader, _live,
                       children, wait_until)
 
@@ -475,8 +476,12 @@ def test_the_fd_store_brings_the_mount_back(tmp_path):
         text = open(tmp_path / "log").read()
         assert "taking the connection back from the service manager" in text
         r.kill()
+        dev = os.stat(mnt).st_dev
         assert subprocess.run([FUSERMOUNT, "-u", mnt]).returncode == 0
-        assert b.wait(5) == 0
+        assert conftest.wait_end_after_unmount(
+            dev, lambda: b.poll() is not None,
+            lambda: b.send_signal(signal.SIGTERM))
+        assert b.wait() == 0
     finally:
         for fd in stored.values():
             os.close(fd)
