@@ -17,12 +17,20 @@
  * sendfile(2) and splice(2) do not honour direct_io (Linux 6.5 and later):
  * they read through the page cache, up to the size the kernel holds for the
  * inode, which a short read lowers to what it returned.  So names are looked
- * up again at every path walk (the lookup restores st_size), and an open
- * drops the pages a page-cache read left, unless a page-cache read is
- * waiting (a blocked wakeup_count): it holds its page locked, and the
- * opener would wait for it, uninterruptibly.  The page cache's reads are
+ * up again at every path walk, each lookup answering a new inode with the
+ * full size (below), and an open of an inode met before (a reopen through
+ * /proc/PID/fd, a file bound on its own) drops the pages a page-cache read
+ * left, unless a page-cache read is waiting (a blocked wakeup_count): it
+ * holds its page locked, and the opener would wait for it, uninterruptibly.  The page cache's reads are
  * synchronous requests, so a waiting one is interrupted by a signal or the
  * freezer like any other read.
+ *
+ * The kernel keeps one page cache per inode, and a page-cache read that
+ * waits here keeps its page locked: a second page-cache reader of the same
+ * inode would wait for that lock in D state, deaf to signals other than
+ * SIGKILL and to the freezer.  So every lookup of a file answers a new
+ * inode (see clone_ino()): each path walk, hence each open, has a page
+ * cache of its own, and no reader ever waits for another's page.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,10 +43,16 @@
 
 /* The attribute table never changes while mounted, so the kernel may keep
  * attributes; but it must look a name up again at every path walk, since
- * that lookup is what restores st_size after a page-cache read lowered it
- * (see above). */
+ * that lookup is what gives the walk an inode of its own (see above). */
 #define ATTR_SECONDS 3600.0
 #define ENTRY_SECONDS 0.0
+
+/* A file's inode numbers: its row's number (below 1 << CLONE_SHIFT) as the
+ * attribute's st_ino and in readdir, and for the kernel's inodes that many
+ * low bits under a serial.  Decoding needs no table, so a server that takes
+ * a mount over after a crash knows the inodes its predecessor gave out. */
+#define CLONE_SHIFT 8
+#define STATIC_INO(ino) ((ino) & ((1u << CLONE_SHIFT) - 1))
 
 struct node {
 	const struct pf_attr *attr;	/* NULL for the root */
@@ -56,6 +70,7 @@ struct node {
 struct open_file {
 	struct pf_snapshot snap;	/* first: the session frees the record */
 	struct node *node;
+	fuse_ino_t ino;		/* the kernel's inode it was opened on */
 	guint row;		/* show_rows files: the next row to print */
 };
 
@@ -66,6 +81,7 @@ struct pf_fs {
 	struct node *nodes;	/* nodes[ino - 1] */
 	guint n_nodes;
 	struct timespec mounted_at;
+	guint64 clone_serial;	/* the last one given out */
 	GQueue parked;		/* struct parked: waiting for the core */
 	GQueue answered;	/* struct parked: answered early, core pending */
 	GQueue interrupted;	/* struct parked: to be answered EINTR */
@@ -101,7 +117,17 @@ static struct pf_fs *req_fs(fuse_req_t req)
 
 static struct node *node_get(struct pf_fs *fs, fuse_ino_t ino)
 {
+	ino = STATIC_INO(ino);
 	return ino >= 1 && ino <= fs->n_nodes ? &fs->nodes[ino - 1] : NULL;
+}
+
+/* A new inode number for a file (see the top of this file).  The serials
+ * start at the wall clock in microseconds, so those of a server that
+ * replaced a crashed one stay above its predecessor's, which the kernel may
+ * still hold, unless it gave out more than a million a second. */
+static fuse_ino_t clone_ino(struct pf_fs *fs, fuse_ino_t ino)
+{
+	return (++fs->clone_serial << CLONE_SHIFT) | ino;
 }
 
 static const char *node_name(const struct node *n)
@@ -114,7 +140,7 @@ static void node_stat(struct pf_fs *fs, fuse_ino_t ino, struct stat *st)
 	const struct node *n = node_get(fs, ino);
 
 	memset(st, 0, sizeof(*st));
-	st->st_ino = ino;
+	st->st_ino = STATIC_INO(ino);
 	st->st_mode = n->mode;
 	st->st_nlink = S_ISDIR(n->mode) ? 2 : 1;
 	st->st_uid = n->uid;
@@ -136,14 +162,14 @@ static void node_stat(struct pf_fs *fs, fuse_ino_t ino, struct stat *st)
  * then keeps the size it started with, and a short answer would come out
  * padded with zeros to it: a waiting page-cache read of a node whose
  * attributes moved is answered EINTR, never with data. */
-static void attrs_moved(struct pf_fs *fs, const struct node *n)
+static void attrs_moved(struct pf_fs *fs, fuse_ino_t ino)
 {
-	if (!n->pagecache_parked)
+	if (!node_get(fs, ino)->pagecache_parked)
 		return;
 	for (GList *l = fs->parked.head; l; l = l->next) {
 		struct parked *p = l->data;
 
-		if (p->pagecache && p->of->node == n)
+		if (p->pagecache && p->of->ino == ino)
 			p->tainted = TRUE;
 	}
 }
@@ -163,15 +189,15 @@ static void before_reply(struct pf_fs *fs)
 
 static void reply_entry(fuse_req_t req, fuse_ino_t ino)
 {
+	struct pf_fs *fs = req_fs(req);
 	struct fuse_entry_param e = {
-		.ino = ino,
+		.ino = S_ISREG(node_get(fs, ino)->mode) ? clone_ino(fs, ino) :
+							    ino,
 		.attr_timeout = ATTR_SECONDS,
 		.entry_timeout = ENTRY_SECONDS,
 	};
-	struct pf_fs *fs = req_fs(req);
 
 	node_stat(fs, ino, &e.attr);
-	attrs_moved(fs, node_get(fs, ino));
 	fuse_reply_entry(req, &e);
 }
 
@@ -195,7 +221,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino,
 
 	(void)fi;
 	node_stat(req_fs(req), ino, &st);
-	attrs_moved(req_fs(req), node_get(req_fs(req), ino));
+	attrs_moved(req_fs(req), ino);
 	fuse_reply_attr(req, &st, ATTR_SECONDS);
 }
 
@@ -224,7 +250,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		wakeup_notify_changed(fs->pw->engine, NULL);
 	}
 	node_stat(fs, ino, &st);
-	attrs_moved(fs, n);
+	attrs_moved(fs, ino);
 	before_reply(fs);
 	fuse_reply_attr(req, &st, ATTR_SECONDS);
 }
@@ -253,7 +279,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	/* The kernel empties its idea of the size at an O_TRUNC open. */
 	if (fi->flags & O_TRUNC)
-		attrs_moved(fs, n);
+		attrs_moved(fs, ino);
 	/* Have the kernel drop what page-cache reads left, unless one waits
 	 * now: the opener would wait for it. */
 	keep_cache = !n->pagecache_filled || n->pagecache_parked;
@@ -261,6 +287,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		n->pagecache_filled = FALSE;
 	of = g_new0(struct open_file, 1);
 	of->node = n;
+	of->ino = ino;
 	pf_session_reply_open(fs->session, req, fi, &of->snap, keep_cache);
 }
 
@@ -607,7 +634,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		return;
 	}
 	fs->spare = p;
-	attrs_moved(fs, n);
+	attrs_moved(fs, ino);
 	before_reply(fs);
 	reply_store(req, ret);
 }
@@ -707,7 +734,9 @@ static void build_nodes(struct pf_fs *fs)
 
 	clock_gettime(CLOCK_REALTIME, &now);
 	fs->mounted_at = now;
+	fs->clone_serial = (guint64)g_get_real_time();
 	fs->n_nodes = n_attrs + 1;
+	g_assert(fs->n_nodes < 1u << CLONE_SHIFT);
 	fs->nodes = g_new0(struct node, fs->n_nodes);
 	fs->nodes[0] = (struct node){ .mode = S_IFDIR | 0755, .ctime = now };
 	for (guint i = 0; i < n_attrs; i++)
@@ -727,6 +756,7 @@ static struct pf_snapshot *adopt(void *userdata, fuse_ino_t ino)
 	struct open_file *of = g_new0(struct open_file, 1);
 
 	of->node = node_get(userdata, ino);
+	of->ino = ino;
 	return &of->snap;
 }
 

@@ -839,17 +839,12 @@ def fenced_blocks(markdown):
 
 
 def test_docs_show_the_shipped_conf():
-    """The recipe in the documentation is the shipped file, verbatim."""
+    """The recipe in the README is the shipped file, verbatim."""
     with open(CONF) as f:
         conf = f.read()
-    docs = [conftest.REPO / "README.md",
-            conftest.REPO / "dist" / "lxc" / "README-snippet.md"]
-    shown = 0
-    for doc in docs:
-        if not doc.exists():
-            continue
-        for block in fenced_blocks(doc.read_text()):
-            if block.startswith(conf.split("\n", 1)[0]):
-                assert block == conf, f"{doc.name} shows an old powerfs.conf"
-                shown += 1
-    assert shown, "no document shows dist/lxc/powerfs.conf"
+    readme = (conftest.REPO / "README.md").read_text()
+    shown = [b for b in fenced_blocks(readme)
+             if b.startswith(conf.split("\n", 1)[0])]
+    assert shown, "README.md does not show dist/lxc/powerfs.conf"
+    for block in shown:
+        assert block == conf, "README.md shows an old powerfs.conf"

@@ -413,6 +413,19 @@ def thaw_v2(cg):
         f.write("0")
 
 
+def remove_cgroup(cg):
+    """rmdir once the frozen-then-killed task has left (EBUSY until then)."""
+    deadline = time.monotonic() + 2
+    while True:
+        try:
+            os.rmdir(cg)
+            return
+        except OSError as e:
+            if e.errno != errno.EBUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 FREEZERS = {
     "v1": (FREEZER_V1, freeze_v1, frozen_v1, thaw_v1),
     "v2": (CGROUP_V2, freeze_v2, frozen_v2, thaw_v2),
@@ -457,14 +470,7 @@ def test_freezer_freezes_a_busybox_cat_of_wakeup_count(pfs, version):
             thaw(cg)
             proc.kill()
             proc.wait(5)
-        for _ in range(100):
-            try:
-                os.rmdir(cg)
-                break
-            except OSError as e:
-                if e.errno != errno.EBUSY:
-                    raise
-                time.sleep(0.02)
+        remove_cgroup(cg)
 
 
 @pytest.mark.skipif(not BUSYBOX, reason="busybox is not installed")
@@ -488,3 +494,67 @@ def test_other_openers_are_not_held_up_by_a_page_cache_reader(pfs):
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
+
+
+@pytest.mark.parametrize("second", ["sendfile", "splice"])
+def test_two_blocked_page_cache_readers_wait_apart(pfs, second):
+    """The page cache is per inode, and a blocked page-cache read holds its
+    page locked: a second page-cache reader of a shared inode waited for
+    that lock in D state, deaf to signals and the freezer, and the first
+    got EINTR instead of the count once the second's lookup moved the
+    inode's attributes.  Each open now has an inode of its own: the second
+    waits in S and takes a signal, and the first gets the count."""
+    n = pfs.count()
+    pfs.lock("held")
+    try:
+        with Reader(pfs.path("wakeup_count"), call="sendfile") as first, \
+                Reader(pfs.path("wakeup_count"), mode="handler",
+                       call=second) as other:
+            first.wait_in_read()
+            other.wait_in_read()
+            assert never_in_d_state(other.proc.pid)
+            assert never_in_d_state(first.proc.pid)
+            other.proc.send_signal(signal.SIGUSR1)
+            assert other.result() == (-1, errno.EINTR, b"")
+            # A third reader's path walk changes nothing for the first.
+            assert timed(os.stat, pfs.path("wakeup_count")).st_size == 4096
+            pfs.unlock("held")
+            want = b"%d\n" % (n + 1)
+            assert first.result() == (len(want), 0, want)
+    finally:
+        pfs.unlock("held")
+
+
+@pytest.mark.skipif(not BUSYBOX, reason="busybox is not installed")
+def test_freezer_freezes_the_second_busybox_cat(pfs):
+    """Two busybox cat readers of wakeup_count blocked at once (one per
+    container, say): freezing the second's cgroup takes under 1 s."""
+    root, freeze, frozen, thaw = FREEZERS["v1"]
+    if not root or not os.path.exists(os.path.join(root, "freezer.state")) \
+            and not os.path.exists(os.path.join(root, "cgroup.procs")):
+        pytest.skip("no cgroup v1 freezer here")
+    n = pfs.count()
+    pfs.lock("held")
+    cg = os.path.join(root, f"powerfs-test-{os.getpid()}-second")
+    os.mkdir(cg)
+    procs = [busybox_reader(pfs.path("wakeup_count")) for _ in range(2)]
+    try:
+        for p in procs:
+            assert wait_until(lambda: open(f"/proc/{p.pid}/syscall").read()
+                              .split()[0] in ("0", "40"), timeout=5)
+            assert never_in_d_state(p.pid, 0.2)
+        freeze(cg, procs[1].pid)
+        assert wait_until(lambda: frozen(cg), timeout=1.0), \
+            f"reader state {proc_state(procs[1].pid)}"
+        thaw(cg)
+        pfs.unlock("held")
+        for p in procs:
+            out, err = p.communicate(timeout=5)
+            assert (p.returncode, out) == (0, b"%d\n" % (n + 1)), err
+    finally:
+        pfs.unlock("held")
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
+        remove_cgroup(cg)
