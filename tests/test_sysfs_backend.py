@@ -38,7 +38,10 @@ def test_state_written_to_dir_state(mount, tmp_path):
     assert pfs.write("state", b"disk\n") == 5
     reader.join(5)
     assert got == [b"disk"]
-    assert pfs.read("suspend_stats/success") == b"1\n"
+    # The attempt is counted when the write's result is back on the loop.
+    assert wait_until(
+        lambda: pfs.read("suspend_stats/success") == b"1\n"), \
+        pfs.read("suspend_stats/success")
 
 
 def test_backing_write_error_goes_to_suspend_stats(mount, tmp_path):
