@@ -232,6 +232,10 @@ def powerfs():
     p.stop()
 
 
+# 100 cycles, each waiting (with its own deadlines) for the writers and the
+# reader to make progress and for a new server: about 10 s on an idle
+# machine, more than the default watchdog's 30 s beside two CPU hogs.
+@pytest.mark.timeout(300)
 def test_100_crashes_of_the_server_cost_clients_nothing(powerfs, capsys):
     p = powerfs
     load = Load(p)
