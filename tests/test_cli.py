@@ -268,13 +268,15 @@ def test_a_dead_mount_is_replaced_even_with_cached_attributes(tmpdir_):
     os.stat(os.path.join(mnt, "state"))     # attributes cached for an hour
     # Keeper and server both: nothing holds the connection any more.
     os.killpg(a.pid, signal.SIGKILL)
-    a.wait(5)
+    a.wait(conftest.EXIT_TIMEOUT)
     assert wait_until(lambda: not conftest.children(a.pid) and
-                      not os.path.exists(f"/proc/{a.pid}"), timeout=5)
+                      not os.path.exists(f"/proc/{a.pid}"),
+                      timeout=conftest.EXIT_TIMEOUT)
     b = subprocess.Popen([POWERFS, "-f", mnt], stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        assert wait_until(lambda: open_ok(mnt), timeout=5), \
+        assert wait_until(lambda: open_ok(mnt),
+                          timeout=conftest.MOUNT_TIMEOUT), \
             "the new mount does not answer"
         dev = os.stat(mnt).st_dev
         r = subprocess.run([FUSERMOUNT, "-u", mnt], capture_output=True,
@@ -291,7 +293,7 @@ def test_a_dead_mount_is_replaced_even_with_cached_attributes(tmpdir_):
     finally:
         if b.poll() is None:
             b.kill()
-            b.wait(5)
+            b.wait(conftest.EXIT_TIMEOUT)
         b.stdout.close()
 
 

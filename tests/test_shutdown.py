@@ -27,14 +27,12 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 
 import pytest
 
-from conftest import (BAD_LOG_PATTERNS, FUSERMOUNT, PYTHON, Powerfs, Reader,
-                      _children, _live, timed, wait_in_syscall, wait_until)
-
-EXIT_TIMEOUT = 5.0
+from conftest import (BAD_LOG_PATTERNS, EXIT_TIMEOUT, FUSERMOUNT, PYTHON,
+                      Powerfs, Reader, _children, _live, timed,
+                      wait_in_syscall, wait_until)
 
 # --- a child process blocked in write(2) -----------------------------------------
 
@@ -224,11 +222,9 @@ def assert_released(rs, w):
 def test_signal_releases_blocked_clients(sig):
     with server("--simulate-sleep-ms=60000") as p:
         rs, w = block_clients(p)
-        t0 = time.monotonic()
         os.kill(p.proc.pid, sig)
         assert_released(rs, w)
         assert_exit_0_and_unmounted(p)
-        assert time.monotonic() - t0 < EXIT_TIMEOUT
 
 
 def test_retrying_reader_gets_an_error_not_a_hang():
