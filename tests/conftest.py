@@ -62,6 +62,16 @@ if "fatal-criticals" not in os.environ.get("G_DEBUG", ""):
     os.environ["G_DEBUG"] = ",".join(
         x for x in (os.environ.get("G_DEBUG"), "fatal-criticals") if x)
 
+# Under AddressSanitizer and UBSan (make check SANITIZE=1) a crash ends the
+# server with exit status 1 by default, which the keeper rightly takes for
+# a server that gave up, not for a crash to recover from: make the
+# sanitizers end it by a signal (SIGABRT, after their report), as the crash
+# would have without them.
+for _var in ("ASAN_OPTIONS", "UBSAN_OPTIONS"):
+    if "abort_on_error" not in os.environ.get(_var, ""):
+        os.environ[_var] = ":".join(
+            x for x in (os.environ.get(_var), "abort_on_error=1") if x)
+
 UNMOUNT_GRACE = 1.0      # seconds before a copy held elsewhere is considered
 
 
