@@ -29,6 +29,7 @@ struct fuse_req {
 	gboolean interrupted;
 	fuse_interrupt_func_t intr;
 	void *intr_data;
+	guint64 fh;		/* reads and writes: the handle, else 0 */
 	int error;		/* the answer: errno, 0 for data */
 	GByteArray *data;	/* the answer's bytes */
 };
@@ -107,6 +108,19 @@ static void fake_finish(void)
 	fake_sweep(TRUE);
 	g_ptr_array_unref(fake_pending);
 	fake_pending = NULL;
+}
+
+/* The kernel sends no RELEASE while a read or write of the handle waits:
+ * the reader's or writer's file reference keeps the file open. */
+static gboolean fake_fh_busy(guint64 fh)
+{
+	for (guint i = 0; i < fake_pending->len; i++) {
+		fuse_req_t req = fake_pending->pdata[i];
+
+		if (!req->answered && req->fh == fh)
+			return TRUE;
+	}
+	return FALSE;
 }
 
 /* The kernel's INTERRUPT for a request still waiting. */

@@ -148,6 +148,7 @@ static void do_read(struct kernel *k, struct fake_input *in, gboolean adopt)
 		ino = f->ino;
 	}
 	req = fake_req_new(k->fs, 0);
+	req->fh = fi.fh;
 	fs_read(req, ino, size, off, &fi);
 	if (req->answered)
 		fake_check(req->data->len <= size, "a read got more than asked");
@@ -165,6 +166,7 @@ static void do_write(struct kernel *k, struct fake_input *in)
 		return;		/* the kernel answers empty writes itself */
 	fi.fh = f->fh;
 	req = fake_req_new(k->fs, fake_byte(in) & 1 ? 1000 : 0);
+	req->fh = fi.fh;
 	fs_write(req, f->ino, buf, len, 0, &fi);
 	if (req->answered && !req->error)
 		fake_check(*(const size_t *)req->data->data ==
@@ -178,7 +180,7 @@ static void do_release(struct kernel *k, struct fake_input *in)
 	struct fuse_file_info fi = { 0 };
 	fuse_req_t req;
 
-	if (!f)
+	if (!f || fake_fh_busy(f->fh))
 		return;
 	fi.fh = f->fh;
 	req = fake_req_new(k->fs, 0);
@@ -283,15 +285,17 @@ int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 		run_loop();
 		fake_sweep(FALSE);
 	}
-	/* The kernel releases what is open; the server leaves, answering
-	 * whoever still waits. */
-	while (k.n_files) {
-		struct fake_input none = { NULL, 0 };
-
-		do_release(&k, &none);
-	}
+	/* Time passes; the kernel releases what no request uses; the server
+	 * leaves, answering whoever still waits (the rest of the open files
+	 * go with its session). */
 	pf_clock_fake_advance(clock, 2000000);
 	run_loop();
+	fake_sweep(FALSE);
+	for (guint i = k.n_files; i-- > 0;) {
+		struct fake_input one = { (const guint8[]){ (guint8)i }, 1 };
+
+		do_release(&k, &one);
+	}
 	pf_fs_free(k.fs, FALSE);
 	run_loop();
 	fake_finish();
