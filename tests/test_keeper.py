@@ -500,3 +500,41 @@ def test_the_fd_store_brings_the_mount_back(tmp_path):
         subprocess.run([FUSERMOUNT, "-uz", mnt], capture_output=True)
         sock.close()
         log.close()
+
+
+def test_a_dead_keepers_state_file_is_not_a_new_keepers(tmp_path):
+    """Without --state-file a keeper keeps its state in /run/powerfs/PID.state.
+    One killed by SIGKILL leaves that file; a new keeper that gets the same
+    pid starts clean, not with the dead one's locks.  (In a pid namespace of
+    its own the keeper is pid 1, so the pid is known.)"""
+    if not os.access("/run", os.W_OK):
+        pytest.skip("the own state file would not be under /run/powerfs")
+    os.makedirs("/run/powerfs", mode=0o700, exist_ok=True)
+    stale = "/run/powerfs/1.state"
+    boot = open("/proc/sys/kernel/random/boot_id").read().strip()
+    with open(stale, "w") as f:
+        f.write(f"powerfs-state 2 {boot}\n"
+                "lock 7374616c65 1 1 1 0 0 0 0 0 1 0 0 0\n")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    p = subprocess.Popen(["unshare", "--pid", "--fork",
+                          POWERFS, "-f", str(mnt)],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)
+    try:
+        assert wait_until(lambda: os.path.ismount(mnt),
+                          timeout=conftest.MOUNT_TIMEOUT)
+        with open(mnt / "wake_lock", "rb") as f:
+            assert f.read() == b"\n"
+    finally:
+        subprocess.run([FUSERMOUNT, "-u", str(mnt)], capture_output=True,
+                       timeout=10)
+        try:
+            p.wait(conftest.EXIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            subprocess.run([FUSERMOUNT, "-uz", str(mnt)], capture_output=True)
+        p.stdout.close()
+        if os.path.exists(stale):
+            os.unlink(stale)
