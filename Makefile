@@ -58,14 +58,31 @@ $(BUILD)/test-metrics: $(BUILD)/metrics.o
 $(BUILD):
 	mkdir -p $@
 
-# libFuzzer over every store/show handler (clang); run it with
+# libFuzzer harnesses (clang), each run with e.g.
 #   build/fuzz/fuzz-store -max_total_time=600 fuzz/corpus
-FUZZ_SRCS := $(patsubst %,src/%.c,$(CORE) caps attrs) fuzz/fuzz-store.c
-fuzz: build/fuzz/fuzz-store
-build/fuzz/fuzz-store: $(FUZZ_SRCS) $(wildcard include/powerfs/*.h)
+#   build/fuzz/fuzz-fs -max_total_time=600 fuzz/corpus-fs
+# fuzz-store: every store and show handler of the attribute table;
+# fuzz-fs, fuzz-class-wakeup: the request handlers of fs.c and
+# class-wakeup.c, fed requests as the kernel sends them (fuzz/fuse-fake.h
+# plays the kernel and libfuse); fuzz-state-file: the state-file loader.
+FUZZERS := fuzz-store fuzz-fs fuzz-class-wakeup fuzz-state-file
+FUZZ_CORE := $(patsubst %,src/%.c,$(CORE) caps attrs)
+FUZZ_LIBS = $(shell pkg-config --libs glib-2.0 gio-2.0 gio-unix-2.0)
+FUZZ_CC = clang $(CPPFLAGS) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
+	-Wall -Wextra -Werror -Wno-unused-function $(PKG_CFLAGS)
+fuzz: $(patsubst %,build/fuzz/%,$(FUZZERS))
+build/fuzz/fuzz-store: fuzz/fuzz-store.c $(FUZZ_CORE) $(wildcard include/powerfs/*.h)
 	mkdir -p build/fuzz
-	clang $(CPPFLAGS) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
-		$(PKG_CFLAGS) -o $@ $(FUZZ_SRCS) $(PKG_LIBS)
+	$(FUZZ_CC) -o $@ $(FUZZ_CORE) fuzz/fuzz-store.c $(FUZZ_LIBS)
+build/fuzz/fuzz-fs: fuzz/fuzz-fs.c fuzz/fuse-fake.h src/fs.c $(FUZZ_CORE) $(wildcard include/powerfs/*.h)
+	mkdir -p build/fuzz
+	$(FUZZ_CC) -o $@ $(FUZZ_CORE) fuzz/fuzz-fs.c $(FUZZ_LIBS)
+build/fuzz/fuzz-class-wakeup: fuzz/fuzz-class-wakeup.c fuzz/fuse-fake.h src/class-wakeup.c $(FUZZ_CORE) $(wildcard include/powerfs/*.h)
+	mkdir -p build/fuzz
+	$(FUZZ_CC) -o $@ $(FUZZ_CORE) fuzz/fuzz-class-wakeup.c $(FUZZ_LIBS)
+build/fuzz/fuzz-state-file: fuzz/fuzz-state-file.c src/state-file.c $(FUZZ_CORE) $(wildcard include/powerfs/*.h)
+	mkdir -p build/fuzz
+	$(FUZZ_CC) -o $@ $(FUZZ_CORE) src/state-file.c fuzz/fuzz-state-file.c $(FUZZ_LIBS)
 
 deps:
 	scripts/install-deps.sh

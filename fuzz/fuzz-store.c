@@ -29,10 +29,11 @@ static void show_all(struct power *pw, const struct pf_attr *attrs, guint n)
 	g_string_free(out, TRUE);
 }
 
-static void quiet(const gchar *domain, GLogLevelFlags level,
-		  const gchar *message, gpointer data)
+static GLogWriterOutput quiet(GLogLevelFlags level, const GLogField *fields,
+			      gsize n_fields, gpointer data)
 {
-	(void)domain, (void)level, (void)message, (void)data;
+	(void)level, (void)fields, (void)n_fields, (void)data;
+	return G_LOG_WRITER_HANDLED;
 }
 
 int LLVMFuzzerTestOneInput(const guint8 *data, size_t size);
@@ -40,7 +41,7 @@ int LLVMFuzzerTestOneInput(const guint8 *data, size_t size);
 int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 {
 	struct pf_clock *clock = pf_clock_new_fake(1000000000);
-	struct power_options opts = { 8, 1, FALSE };
+	struct power_options opts = { 8, 1, FALSE, NULL };
 	struct power *pw;
 	const struct pf_attr *attrs;
 	struct pf_caller caller = { 0, 0, 0 };
@@ -48,7 +49,12 @@ int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 	int pending = 0;
 	size_t pos = 0;
 
-	g_log_set_default_handler(quiet, NULL);
+	static gboolean quieted;
+
+	/* Structured messages (G_LOG_USE_STRUCTURED); one writer a process. */
+	if (!quieted)
+		g_log_set_writer_func(quiet, NULL, NULL);
+	quieted = TRUE;
 	attrs = pf_attrs(&n_attrs);
 	for (guint i = 0; i < n_attrs; i++)
 		if (attrs[i].store)

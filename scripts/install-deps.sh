@@ -7,6 +7,8 @@ set -eu
 PKGS="gcc make pkg-config libfuse3-dev fuse3 libglib2.0-dev libsystemd-dev python3 python3-pytest python3-dbusmock dbus"
 # Container tests (tests/test_lxc.py, tests/test_nspawn.py).
 PKGS="$PKGS lxc busybox-static uidmap systemd-container"
+# scripts/check-under-load: make check beside two CPU hogs.
+PKGS="$PKGS stress-ng"
 # powerfs-report's test renders its HTML in a real browser.
 PKGS="$PKGS chromium fonts-dejavu-core"
 # tests/test_metrics.py scrapes --metrics-dir's file through node_exporter.

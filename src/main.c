@@ -820,7 +820,8 @@ static void mount_here(struct conns *c, const char *mountpoint,
 static char *own_state_file(void)
 {
 	const char *handed = g_getenv("POWERFS_KEEPER_STATE_FILE");
-	g_autofree char *dir = NULL;
+	g_autofree char *dir = NULL, *tmp = NULL;
+	char *path;
 
 	if (handed)
 		return g_strdup(handed);
@@ -830,7 +831,13 @@ static char *own_state_file(void)
 				       NULL);
 	if (g_mkdir_with_parents(dir, 0700) < 0)
 		fail(1, "%s: %s", dir, g_strerror(errno));
-	return g_strdup_printf("%s/%d.state", dir, (int)getpid());
+	path = g_strdup_printf("%s/%d.state", dir, (int)getpid());
+	/* A file there is a dead keeper's whose pid this one reuses (a
+	 * SIGKILL leaves it): its locks are a stranger's, not ours. */
+	tmp = g_strconcat(path, ".tmp", NULL);
+	unlink(path);
+	unlink(tmp);
+	return path;
 }
 
 /* Under systemd: is the mount's connection in the service's fd store?  The

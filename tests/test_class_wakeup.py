@@ -379,7 +379,9 @@ def test_unmounting_the_class_mount_keeps_the_main_one(cwfs):
     r = subprocess.run([FUSERMOUNT, "-u", p.cw], capture_output=True,
                        timeout=10)
     assert r.returncode == 0, r.stderr
-    time.sleep(0.1)
+    # The server has seen the end of that session (its main loop logs it),
+    # and is still running.
+    assert wait_until(lambda: f"{p.cw} was unmounted" in p.log()), p.log()
     assert p.alive()
     p.lock("still")
     assert p.active() == [b"still"]

@@ -157,11 +157,13 @@ def test_background_mode(tmpdir_):
     server = [pid for pid in pids if parents[pid] in pids]
     assert len(keeper) == 1 and len(server) == 1, parents
     assert parents[keeper[0]] != os.getpid(), "the keeper did not detach"
+    dev = os.stat(mnt).st_dev
     u = subprocess.run([FUSERMOUNT, "-u", mnt], capture_output=True)
     assert u.returncode == 0, u.stderr
-    for pid in pids:
-        assert wait_until(lambda: not os.path.exists(f"/proc/{pid}"),
-                          timeout=5), "daemon still running after unmount"
+    assert conftest.wait_end_after_unmount(
+        dev, lambda: not any(os.path.exists(f"/proc/{p}") for p in pids),
+        lambda: os.kill(keeper[0], signal.SIGTERM)), \
+        "daemon still running after unmount"
     # (tmpdir_ cleans up after a failure.)
 
 
@@ -222,8 +224,12 @@ def test_long_foreground_option(tmpdir_):
                           proc.poll() is not None, timeout=5)
         assert os.path.ismount(mnt)
         assert proc.poll() is None, "--foreground did not stay in the foreground"
+        dev = os.stat(mnt).st_dev
         assert subprocess.run([FUSERMOUNT, "-u", mnt]).returncode == 0
-        assert proc.wait(5) == 0
+        assert conftest.wait_end_after_unmount(
+            dev, lambda: proc.poll() is not None,
+            lambda: proc.send_signal(signal.SIGTERM))
+        assert proc.wait() == 0
     finally:
         if os.path.ismount(mnt):
             subprocess.run([FUSERMOUNT, "-uz", mnt])
@@ -262,18 +268,24 @@ def test_a_dead_mount_is_replaced_even_with_cached_attributes(tmpdir_):
     os.stat(os.path.join(mnt, "state"))     # attributes cached for an hour
     # Keeper and server both: nothing holds the connection any more.
     os.killpg(a.pid, signal.SIGKILL)
-    a.wait(5)
+    a.wait(conftest.EXIT_TIMEOUT)
     assert wait_until(lambda: not conftest.children(a.pid) and
-                      not os.path.exists(f"/proc/{a.pid}"), timeout=5)
+                      not os.path.exists(f"/proc/{a.pid}"),
+                      timeout=conftest.EXIT_TIMEOUT)
     b = subprocess.Popen([POWERFS, "-f", mnt], stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        assert wait_until(lambda: open_ok(mnt), timeout=5), \
+        assert wait_until(lambda: open_ok(mnt),
+                          timeout=conftest.MOUNT_TIMEOUT), \
             "the new mount does not answer"
+        dev = os.stat(mnt).st_dev
         r = subprocess.run([FUSERMOUNT, "-u", mnt], capture_output=True,
                            timeout=10)
         assert r.returncode == 0, r.stderr
-        assert b.wait(5) == 0
+        assert conftest.wait_end_after_unmount(
+            dev, lambda: b.poll() is not None,
+            lambda: b.send_signal(signal.SIGTERM))
+        assert b.wait() == 0
         out = b.stdout.read().decode()
         assert "removing a stale mount" in out, out
         assert not os.path.ismount(mnt), "a dead mount came back"
@@ -281,7 +293,7 @@ def test_a_dead_mount_is_replaced_even_with_cached_attributes(tmpdir_):
     finally:
         if b.poll() is None:
             b.kill()
-            b.wait(5)
+            b.wait(conftest.EXIT_TIMEOUT)
         b.stdout.close()
 
 

@@ -40,7 +40,9 @@ def test_state_written_to_dir_state(mount, tmp_path):
     assert got == [b"disk"]
     # The writer was answered as the sleep began: the backend's task
     # counts the success when it returns, a moment later.
-    assert wait_until(lambda: pfs.read("suspend_stats/success") == b"1\n")
+    assert wait_until(
+        lambda: pfs.read("suspend_stats/success") == b"1\n"), \
+        pfs.read("suspend_stats/success")
 
 
 def test_backing_write_error_goes_to_suspend_stats(mount, tmp_path):

@@ -249,6 +249,8 @@ def test_write_with_a_lock_active(pfs):
         pfs.write("wakeup_count", b"%d" % n)     # now stale
 
 
+# 131,082 writes: several times the default watchdog beside two CPU hogs.
+@pytest.mark.timeout(300)
 def test_count_does_not_wrap_at_16_bits(mount):
     """Deviation: the kernel's count wraps at 65536; powerfs's does not."""
     p = mount("--simulate-sleep-ms=10")
