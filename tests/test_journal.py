@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, Powerfs, raises_errno, wait_until
+from conftest import PYTHON, Powerfs, raises_errno, thread_switches, wait_until
 from test_report import (NS, bars_by_source, check_x, load_trace, ms,
                          run_report, svg_of)
 
@@ -567,20 +567,6 @@ def test_journal_size_too_small_is_refused(tmp_path):
                        capture_output=True, text=True, timeout=10)
     assert r.returncode == 2
     assert r.stderr == "powerfs: --journal-size must be 65536 or more\n"
-
-
-def thread_switches(pid):
-    n = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/status") as f:
-                for line in f:
-                    if line.startswith(("voluntary_ctxt_switches",
-                                        "nonvoluntary_ctxt_switches")):
-                        n += int(line.split()[1])
-        except FileNotFoundError:
-            pass
-    return n
 
 
 def test_idle_daemon_with_journal_never_wakes(mount, tmp_path):

@@ -23,7 +23,7 @@ import urllib.request
 import pytest
 
 import conftest
-from conftest import SOURCES_HEADER, wait_until
+from conftest import SOURCES_HEADER, thread_switches, wait_until
 
 PROM = "powerfs.prom"
 INTERVAL = 2.0           # metrics.c's MIN_INTERVAL_US
@@ -396,20 +396,6 @@ def test_at_most_one_write_per_interval(mount, metrics_dir):
     # most every INTERVAL.
     assert 2 <= len(seen) <= 3, seen
     wait_for_file(p, metrics_dir)
-
-
-def thread_switches(pid):
-    n = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/status") as f:
-                for line in f:
-                    if line.startswith(("voluntary_ctxt_switches",
-                                        "nonvoluntary_ctxt_switches")):
-                        n += int(line.split()[1])
-        except FileNotFoundError:
-            pass
-    return n
 
 
 def test_idle_means_no_wakeups(mount, metrics_dir):
