@@ -13,6 +13,7 @@ PKGS="$PKGS stress-ng"
 PKGS="$PKGS chromium fonts-dejavu-core"
 # tests/test_metrics.py scrapes --metrics-dir's file through node_exporter.
 PKGS="$PKGS prometheus-node-exporter"
+PKGS="$PKGS clang"
 VM_PKGS="qemu-system-x86 mmdebstrap e2fsprogs debian-archive-keyring"
 [ "${1:-}" = --vm ] && PKGS="$PKGS $VM_PKGS"
 missing=""
