@@ -483,3 +483,46 @@ def test_an_open_attribute_never_reads_a_new_source_at_the_old_address(cwfs):
         for fd in fds:
             os.close(fd)
     p.unlock(*(f"new{i}" for i in range(len(olds))), "keep")
+
+
+def _fuse_readers(pids):
+    """{(pid, tid): blocked-signal mask} of every thread of pids that waits
+    in read(2) on /dev/fuse: the serve threads of both mounts, idle."""
+    out = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except FileNotFoundError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/wchan") as f:
+                    if f.read() != "fuse_dev_do_read":
+                        continue
+                with open(f"/proc/{pid}/task/{tid}/status") as f:
+                    blk = next(line for line in f
+                               if line.startswith("SigBlk:"))
+            except FileNotFoundError:
+                continue
+            out[(pid, tid)] = int(blk.split()[1], 16)
+    return out
+
+
+def test_serve_threads_block_the_signals_the_main_loop_handles(cwfs):
+    """SIGTERM, SIGINT and SIGHUP are the main loop's (g_unix_signal_add):
+    a serve thread must never take one, so every thread waiting on
+    /dev/fuse, for either mount, has them blocked."""
+    p = cwfs()
+    readers = {}
+
+    def both_mounts_seen():
+        # At least one serve thread per mount, each idle in read(2).
+        readers.update(_fuse_readers(p.pids()))
+        return len(readers) >= 2
+
+    assert wait_until(both_mounts_seen), readers
+    for (pid, tid), mask in sorted(readers.items()):
+        unblocked = [s.name for s in (signal.SIGTERM, signal.SIGINT,
+                                      signal.SIGHUP)
+                     if not mask & (1 << (s - 1))]
+        assert unblocked == [], (pid, tid, hex(mask))
