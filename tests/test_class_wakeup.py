@@ -445,3 +445,84 @@ def test_unusable_class_wakeup_dir(case):
         os.unlink(afile)
         os.rmdir(mnt)
         os.rmdir(tmp)
+
+
+def test_an_open_attribute_never_reads_a_new_source_at_the_old_address(cwfs):
+    """A source collected and a new one registered with its id may share
+    its address too: glibc's calloc() (GLib's g_new0) skips the per-thread
+    cache and hands back the exact-fit chunk that overflowed it.  Ten
+    collected sources overflow that cache (7 chunks), and the new sources
+    take their ids again; every file kept open on a collected source must
+    still read ENODEV, never a new source's data (identity is not the
+    address)."""
+    p = cwfs("--wakelock-gc-seconds=0")
+    p.lock("keep")                       # active: never collected
+    olds = [f"old{i}" for i in range(10)]
+    p.lock(*olds)                        # wakeup2 .. wakeup11
+    fds = []
+    try:
+        for i, name in enumerate(olds):
+            fds.append(os.open(p.cpath(f"wakeup{i + 2}", "name"),
+                               os.O_RDONLY))
+            assert os.pread(fds[-1], 8192, 0) == name.encode() + b"\n"
+        for _ in range(101 - len(olds)):
+            p.unlock("old0")
+            p.lock("old0")
+        p.unlock(*reversed(olds))        # the 101st unlock collects all ten
+        assert wait_until(lambda: p.dirs() == ["wakeup0", "wakeup1"])
+        for i in range(len(olds)):
+            p.lock(f"new{i}")            # the lowest free id: wakeup{i + 2}
+            assert p.cread(f"wakeup{i + 2}", "name") == b"new%d\n" % i
+            for fd in fds:
+                try:
+                    got = os.pread(fd, 8192, 0)
+                except OSError as e:
+                    got = errno.errorcode[e.errno]
+                assert got == "ENODEV", (i, got)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    p.unlock(*(f"new{i}" for i in range(len(olds))), "keep")
+
+
+def _fuse_readers(pids):
+    """{(pid, tid): blocked-signal mask} of every thread of pids that waits
+    in read(2) on /dev/fuse: the serve threads of both mounts, idle."""
+    out = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except FileNotFoundError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/wchan") as f:
+                    if f.read() != "fuse_dev_do_read":
+                        continue
+                with open(f"/proc/{pid}/task/{tid}/status") as f:
+                    blk = next(line for line in f
+                               if line.startswith("SigBlk:"))
+            except FileNotFoundError:
+                continue
+            out[(pid, tid)] = int(blk.split()[1], 16)
+    return out
+
+
+def test_serve_threads_block_the_signals_the_main_loop_handles(cwfs):
+    """SIGTERM, SIGINT and SIGHUP are the main loop's (g_unix_signal_add):
+    a serve thread must never take one, so every thread waiting on
+    /dev/fuse, for either mount, has them blocked."""
+    p = cwfs()
+    readers = {}
+
+    def both_mounts_seen():
+        # At least one serve thread per mount, each idle in read(2).
+        readers.update(_fuse_readers(p.pids()))
+        return len(readers) >= 2
+
+    assert wait_until(both_mounts_seen), readers
+    for (pid, tid), mask in sorted(readers.items()):
+        unblocked = [s.name for s in (signal.SIGTERM, signal.SIGINT,
+                                      signal.SIGHUP)
+                     if not mask & (1 << (s - 1))]
+        assert unblocked == [], (pid, tid, hex(mask))

@@ -8,6 +8,8 @@ inner one plays the host).
 import ctypes
 import errno
 import os
+import resource
+import shutil
 import subprocess
 import threading
 import time
@@ -79,6 +81,67 @@ def test_the_host_kernels_failed_step_is_taken(mount, tmp_path):
     assert pfs.read("suspend_stats/last_failed_step") == \
         b"suspend_noirq\n"
     assert pfs.read("suspend_stats/failed_suspend_noirq") == b"1\n"
+
+
+class FileSizeLimited(conftest.Powerfs):
+    """powerfs started under RLIMIT_FSIZE=limit: a write(2) to a regular
+    file that would end past limit bytes is cut short there (with SIGXFSZ
+    only if nothing at all could be written).  Its output goes through a
+    pipe, copied to the log by this process, which the limit does not
+    bind."""
+
+    def __init__(self, limit, *args):
+        super().__init__(*args)
+        self.limit = limit
+
+    def start(self):
+        log = open(self.logpath, "wb", buffering=0)
+        self.proc = subprocess.Popen(
+            [conftest.POWERFS, "-f", *self.args, self.mnt],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=lambda: resource.setrlimit(
+                resource.RLIMIT_FSIZE, (self.limit, self.limit)))
+        self.copier = threading.Thread(
+            target=lambda: (shutil.copyfileobj(self.proc.stdout, log, 1),
+                            log.close()), daemon=True)
+        self.copier.start()
+        if not wait_until(lambda: os.path.ismount(self.mnt)
+                          or self.proc.poll() is not None,
+                          timeout=conftest.MOUNT_TIMEOUT) \
+                or not os.path.ismount(self.mnt):
+            self.force_cleanup()
+            raise AssertionError(f"not mounted; output:\n{self.log()}")
+        self.dev = os.stat(self.mnt).st_dev
+        conftest._live.add(self)
+        return self
+
+
+def test_a_short_backing_write_is_a_failure_with_eio(tmp_path):
+    """DIR/state takes 2 of the 6 bytes of "freeze" (a file size limit
+    stands in for a full file system): write(2) returns 2 and sets no
+    errno.  The attempt failed, with EIO; a stale errno (0 in a fresh
+    thread) would count it a success."""
+    (tmp_path / "state").write_text("freeze mem\n")
+    # The keeper's server saves a state file, which the limit would cut
+    # short too (binaries from before the keeper have no such option).
+    no_keeper = ["--no-keeper"] if b"--no-keeper" in subprocess.run(
+        [conftest.POWERFS, "--help"], capture_output=True).stdout else []
+    pfs = FileSizeLimited(2, *no_keeper,
+                          f"--backend=sysfs:{tmp_path}").start()
+    try:
+        (tmp_path / "state").unlink()    # empty again: the write starts at 0
+        (tmp_path / "state").write_bytes(b"")
+        assert pfs.write("state", b"freeze") == 6
+        assert wait_until(lambda: pfs.read("suspend_stats/fail") == b"1\n"
+                          or pfs.read("suspend_stats/success") != b"0\n")
+        assert (tmp_path / "state").read_bytes() == b"fr"
+        assert pfs.read("suspend_stats/success") == b"0\n"
+        assert pfs.read("suspend_stats/fail") == b"1\n"
+        assert pfs.read("suspend_stats/failed_suspend") == b"1\n"
+        assert pfs.read("suspend_stats/last_failed_errno") == b"-5\n"
+    finally:
+        pfs.stop()
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
