@@ -26,7 +26,7 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 
 CORE := clock journal wakeup wakelock suspend autosleep power backend-simulate
-DAEMON := $(CORE) backend-sysfs backend-logind state-file metrics caps attrs fuse-session fs class-wakeup keeper log main
+DAEMON := $(CORE) backend-sysfs backend-logind state-file metrics caps attrs loop-hold fuse-session fs class-wakeup keeper log main
 UNIT_TESTS := test-wakeup test-wakelock test-autosleep test-metrics
 
 core_objs = $(patsubst %,$(BUILD)/%.o,$(CORE))

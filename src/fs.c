@@ -72,6 +72,8 @@ struct open_file {
 	struct node *node;
 	fuse_ino_t ino;		/* the kernel's inode it was opened on */
 	guint row;		/* show_rows files: the next row to print */
+	gsize seq_size;		/* show_rows files: seq_file's buffer size */
+	gboolean pending_row;	/* snap holds a whole row not yet returned */
 };
 
 struct pf_fs {
@@ -343,38 +345,83 @@ static void read_fresh(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
 	reply_snapshot(req, of, size, off, pagecache);
 }
 
-/* A row listing (wakeup_sources): print what this read returns and keep
- * only where it stopped, the next row and the rest of the last row printed
+/* The kernel's seq_file buffer: one page to start with, doubled for a row
+ * that does not fit (and kept doubled for the open file). */
+#define SEQ_BUF_SIZE 4096
+
+/* A row listing (wakeup_sources), read as the kernel's seq_file reads:
+ * first the rest of the row a previous read (or the offset) left off in,
+ * then, if the read wants more, a fresh buffer of whole rows, filled while
+ * it holds less than the read wants and the next row fits (a row fits when
+ * the buffer stays below its size).  So one read(2) returns about a page
+ * whatever its size (the oracle kernel: 4065 bytes for a read of 1 MiB,
+ * 128 KiB or 5000), and no request prints more than a page or two however
+ * long the listing is.  Only where the read stopped is kept: the next row,
+ * and the rest of the last row printed or a whole row that did not fit
  * (as seq_file keeps them), so neither memory per open file nor the work
- * of a short read grows with the listing. */
+ * of a read grows with the listing. */
 static void read_rows(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
 		      size_t size, off_t off, gboolean pagecache)
 {
 	const struct pf_attr *attr = of->node->attr;
 	GString *out = fs->scratch;
-	gsize skip = 0, n;
+	gboolean pending = FALSE;
+	gsize left, n, fresh, trim_at = 0;
 
+	if (!of->seq_size)
+		of->seq_size = SEQ_BUF_SIZE;
 	g_string_truncate(out, 0);
 	if (pf_snapshot_continues(&of->snap, off)) {
 		g_string_append_len(out, of->snap.text->str,
 				    of->snap.text->len);
+		pending = of->pending_row;
 	} else {
+		gsize skip = (gsize)off;
+
 		of->row = 0;
-		skip = (gsize)off;
 		attr->skip_rows(fs->pw, &of->row, &skip);
+		if (skip) {
+			/* The row the offset falls in, from the offset on. */
+			attr->show_rows(fs->pw, &of->row, out, 1);
+			g_string_erase(out, 0, MIN(skip, out->len));
+		}
 	}
-	attr->show_rows(fs->pw, &of->row, out, skip + size);
-	n = out->len > skip ? MIN(size, out->len - skip) : 0;
+	left = pending ? 0 : out->len;
+	if (left < size) {
+		gsize want = size - left, first;
+
+		if (out->len == left)
+			attr->show_rows(fs->pw, &of->row, out, left + 1);
+		first = out->len - left;
+		while (first >= of->seq_size)
+			of->seq_size *= 2;
+		if (first && first < want)
+			attr->show_rows(fs->pw, &of->row, out,
+					left + MIN(want, of->seq_size));
+		fresh = out->len - left;
+		if (fresh >= of->seq_size) {
+			/* The last row did not fit: it starts the next
+			 * buffer.  Rows end in '\n' (names have no white
+			 * space), and it is not the first. */
+			const char *end = out->str + out->len - 1;
+
+			trim_at = (gsize)((const char *)memrchr(
+				out->str + left, '\n',
+				(gsize)(end - out->str) - left) - out->str) + 1;
+		}
+	}
+	n = MIN(size, trim_at ? trim_at : out->len);
 	g_string_truncate(of->snap.text, 0);
-	if (out->len > skip + n)
-		g_string_append_len(of->snap.text, out->str + skip + n,
-				    out->len - skip - n);
+	if (out->len > n)
+		g_string_append_len(of->snap.text, out->str + n,
+				    out->len - n);
+	of->pending_row = trim_at != 0;
 	of->snap.valid = TRUE;
 	of->snap.end = off + n;
 	if (pagecache && n)
 		of->node->pagecache_filled = TRUE;
-	fuse_reply_buf(req, out->str + skip, n);
-	/* Keep the scratch buffer from holding on to a huge read. */
+	fuse_reply_buf(req, out->str, n);
+	/* Keep the scratch buffer from holding on to a huge row. */
 	if (out->allocated_len > 256 * 1024) {
 		g_string_free(out, TRUE);
 		fs->scratch = g_string_sized_new(4096);

@@ -34,6 +34,7 @@
 #include <linux/fuse.h>
 
 #include "powerfs/fuse-session.h"
+#include "powerfs/loop-hold.h"
 
 /* Not in Debian 12's linux/fuse.h (Linux 6.9, protocol 7.40). */
 #define PF_NOTIFY_RESEND 7
@@ -86,11 +87,14 @@ static GMutex loop_lock;
 
 static gint poll_unlocked(GPollFD *fds, guint nfds, gint timeout)
 {
+	static gint64 held_since;
 	gint ret;
 
+	pf_loop_hold_end(held_since, PF_HOLD_MAIN_LOOP);
 	g_mutex_unlock(&loop_lock);
 	ret = g_poll(fds, nfds, timeout);
 	g_mutex_lock(&loop_lock);
+	held_since = pf_loop_hold_start();
 	return ret;
 }
 
@@ -239,6 +243,16 @@ static void save_init(struct pf_session *ps, const struct fuse_buf *buf,
 			  "could not take over", ps->name, g_strerror(errno));
 }
 
+/* What a request read into buf asks for, for the hold timing. */
+static guint32 request_opcode(const struct fuse_buf *buf, int len)
+{
+	const struct fuse_in_header *in = buf->mem;
+
+	if ((buf->flags & FUSE_BUF_IS_FD) || len < (int)sizeof(*in))
+		return FUSE_INIT;	/* counted as "other" */
+	return in->opcode;
+}
+
 /* Cancellation (pf_session_stop) may only strike while the thread waits
  * in read(2) for the next request, as in libfuse's own loop: never while
  * it holds the loop lock or is inside GLib.  Nothing in this frame may have
@@ -251,6 +265,7 @@ static void *serve(void *data)
 {
 	struct pf_reader *r = data;
 	struct pf_session *ps = r->ps;
+	gint64 held_since;
 	int res;
 
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
@@ -264,7 +279,9 @@ static void *serve(void *data)
 			break;
 		save_init(ps, &r->buf, res);
 		g_mutex_lock(&loop_lock);
+		held_since = pf_loop_hold_start();
 		fuse_session_process_buf(ps->se, &r->buf);
+		pf_loop_hold_end(held_since, request_opcode(&r->buf, res));
 		g_mutex_unlock(&loop_lock);
 	}
 	if (res < 0)

@@ -30,6 +30,7 @@
 #include "powerfs/keeper.h"
 #include "powerfs/log.h"
 #include "powerfs/metrics.h"
+#include "powerfs/loop-hold.h"
 #include "powerfs/power.h"
 #include "powerfs/state-file.h"
 
@@ -878,6 +879,8 @@ int main(int argc, char **argv)
 
 	parse_options(&argc, &argv);
 	pf_log_setup(opt.debug, g_getenv("POWERFS_SYSLOG") != NULL);
+	if (opt.debug)
+		pf_loop_hold_enable();
 	mount_options = opt.mount_options ?
 				g_strjoinv(",", opt.mount_options) : NULL;
 	server_argv = given;

@@ -1,5 +1,6 @@
 """wakeup_sources (SPEC.md): the exact table format and the statistics."""
 
+import os
 import re
 import time
 
@@ -121,3 +122,47 @@ def test_prevent_suspend_time_zero_without_autosleep(mount):
     assert p.source("np").prevent_suspend_time == 0
     p.unlock("np")
     assert p.source("np").prevent_suspend_time == 0
+
+
+def test_a_read_returns_about_a_page_of_whole_rows(mount):
+    """As the kernel's seq_file reads it (the oracle kernel returned 4065
+    bytes to a first read of 1 MiB, 128 KiB, 8192 or 5000 bytes with 100
+    sources): a read(2) gets the header and the whole rows that fit below
+    4096 bytes, the next read goes on from the next row, and a read smaller
+    than a row ends inside it."""
+    p = mount("--wakelock-limit=0")
+    names = [b"NetworkStats.wakeup.%d" % i for i in range(300)]
+    p.lock(*names)
+    p.unlock(*names)           # inactive sources: the listing holds still
+    full = p.read_all("wakeup_sources")
+    lines = full.splitlines(keepends=True)
+
+    def fit(start):
+        """The end of a buffer of whole rows filled from row start."""
+        end, used = start, 0
+        while used + len(lines[end]) < 4096:
+            used += len(lines[end])
+            end += 1
+        return end
+    fd = os.open(p.path("wakeup_sources"), os.O_RDONLY)
+    try:
+        first = os.read(fd, 1 << 20)
+        assert first == b"".join(lines[:fit(0)])
+        second = os.read(fd, 1 << 20)
+        assert second == full[len(first):len(first) + len(second)]
+        assert len(second) < 4096 and second.endswith(b"\n")
+        assert len(second) + len(full[len(first) + len(second):].split(b"\n")[0]) + 1 >= 4096
+        os.lseek(fd, 0, os.SEEK_SET)
+        assert os.read(fd, 10) == full[:10]
+        # The rest of the header, then a fresh buffer from the next row.
+        assert os.read(fd, 1 << 20) == (lines[0][10:] +
+                                        b"".join(lines[1:fit(1)]))
+        got = bytearray(b"".join(lines[:fit(1)]))
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                break
+            got += b
+        assert bytes(got) == full
+    finally:
+        os.close(fd)

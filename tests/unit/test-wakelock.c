@@ -517,6 +517,33 @@ static void cycles(struct fixture *f, const char *name, int n)
 	}
 }
 
+/* A collection destroys at most 1024 locks in the unlock that starts it
+ * and finishes from the main loop, a batch per dispatch; a lock held all
+ * along (active, at the very tail) is stepped over each time. */
+static void test_gc_batches(void)
+{
+	struct fixture f;
+	char name[32];
+
+	fixture_init(&f, 0, 1);
+	g_assert_cmpint(lock(&f, "held", 0), ==, 0);
+	for (int i = 0; i < 3000; i++) {
+		g_snprintf(name, sizeof(name), "idle%d", i);
+		cycles(&f, name, 1);
+	}
+	advance(&f, SEC(2));
+	cycles(&f, "recent", 101);	/* one of these collects */
+	g_assert_cmpuint(wakelocks_count(f.wls), ==, 3002 - 1024);
+	g_assert_nonnull(find_ws(&f, "idle2999"));
+	for (int i = 0; i < 10 && g_main_context_iteration(NULL, FALSE); i++)
+		;
+	g_assert_false(g_main_context_pending(NULL));
+	g_assert_cmpuint(wakelocks_count(f.wls), ==, 2);
+	g_assert_nonnull(find_ws(&f, "held"));
+	g_assert_nonnull(find_ws(&f, "recent"));
+	fixture_fini(&f);
+}
+
 static void test_gc(void)
 {
 	struct fixture f;
@@ -634,5 +661,6 @@ int main(int argc, char **argv)
 	g_test_add_func("/wakelock/timeout/cap", test_timeout_cap);
 	g_test_add_func("/wakelock/timeout/relock", test_timeout_relock);
 	g_test_add_func("/wakelock/gc", test_gc);
+	g_test_add_func("/wakelock/gc/batches", test_gc_batches);
 	return g_test_run();
 }
