@@ -248,11 +248,11 @@ static gssize state_store(struct power *pw, const struct pf_caller *caller,
 static int wakeup_count_show(struct power *pw, GString *out)
 {
 	guint count;
+	gboolean settled = wakeup_get_count(pw->engine, &count);
 
-	if (!wakeup_get_count(pw->engine, &count))
-		return -EAGAIN;
+	/* Printed even when the read must wait: see pf_attr.show. */
 	g_string_append_printf(out, "%u\n", count);
-	return 0;
+	return settled ? 0 : -EAGAIN;
 }
 
 /* Who read which count, for the journal. */

@@ -28,7 +28,8 @@ struct pf_attr {
 	mode_t mode;		/* S_IFDIR or S_IFREG plus permission bits */
 	off_t size;		/* st_size */
 	/* Format the content.  -EAGAIN: not yet, try again when no wakeup
-	 * event is in progress (the blocking wakeup_count read). */
+	 * event is in progress (the blocking wakeup_count read); out then
+	 * holds what a reader that must not wait is given instead. */
 	int (*show)(struct power *pw, GString *out);
 	/* Act on one write.  buf holds len bytes (1..PF_STORE_MAX) and a NUL
 	 * after them.  Returns len, a negative errno, or PF_PENDING and later
