@@ -565,14 +565,14 @@ static void answer_write_early(struct pf_fs *fs, struct parked *p,
 	g_queue_push_tail_link(&fs->answered, &p->link);
 }
 
-/* A parked write that only waits for its turn is taken back (EINTR, what
- * the kernel's interruptible lock gives); FALSE if it cannot be. */
-static gboolean cancel_write(struct pf_fs *fs, struct parked *p)
+/* A parked write that only waits for its turn is taken back, failing with
+ * err; FALSE if it cannot be. */
+static gboolean cancel_write(struct pf_fs *fs, struct parked *p, int err)
 {
 	if (!pf_store_cancel(fs->pw, p))
 		return FALSE;
 	g_queue_unlink(&fs->parked, &p->link);
-	fuse_reply_err(p->req, EINTR);
+	fuse_reply_err(p->req, err);
 	g_free(p);
 	return TRUE;
 }
@@ -595,7 +595,7 @@ static void answer_parked(struct pf_fs *fs, gboolean answer_writes,
 			read_unpark(fs, p);
 			fuse_reply_err(p->req, EINTR);
 			g_free(p);
-		} else if (!cancel_write(fs, p) && answer_writes) {
+		} else if (!cancel_write(fs, p, EINTR) && answer_writes) {
 			answer_write_early(fs, p, write_result < 0 ?
 							  write_result :
 							  (gssize)p->len);
@@ -685,7 +685,12 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	}
 	if (ret == PF_PENDING) {
 		g_queue_push_tail_link(&fs->parked, &p->link);
-		if (fs->host_asleep && !cancel_write(fs, p))
+		/* One that comes during the host's sleep must not wait
+		 * (see read_fresh()), and EINTR would have a writer that
+		 * retries (bash's echo, Python) loop until the freezer
+		 * fails: EBUSY, the kernel's answer for a transition it
+		 * cannot start now. */
+		if (fs->host_asleep && !cancel_write(fs, p, EBUSY))
 			answer_write_early(fs, p, (gssize)len);
 		else if (!fs->host_asleep)
 			fuse_req_interrupt_func(req, parked_write_interrupted,

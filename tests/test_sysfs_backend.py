@@ -188,8 +188,9 @@ def test_nobody_waits_in_powerfs_while_the_host_sleeps(mount, tmp_path):
     write returns: the writer has its answer, a reader blocked in
     wakeup_count gets EINTR at once (the freezer's fake signal), one that
     comes back gets the count without waiting, though a lock is held (it
-    would retry EINTR in a loop); a wakeup_count write that would wait gets
-    EINTR; an autosleep write that would wait is answered and carried out
+    would retry EINTR in a loop); a state or wakeup_count write that would
+    wait gets EBUSY (EINTR would have bash or Python retry in a loop); an
+    autosleep write that would wait is answered and carried out
     after the resume; everything else is served.  Afterwards readers block
     again."""
     (tmp_path / "state").write_text("mem\n")
@@ -203,10 +204,14 @@ def test_nobody_waits_in_powerfs_while_the_host_sleeps(mount, tmp_path):
         assert r.result(2) == (-1, errno.EINTR, b"")
     with Reader(pfs.path("wakeup_count")) as r:
         assert r.result(2) == (len(count), 0, count)
-    # (Python's os.write would retry at once; libc's write does not.)
     for name, data in (("wakeup_count", b"0"), ("state", b"mem")):
         assert conftest.timed(libc_write, pfs.path(name), data,
-                              timeout=2) == (-1, errno.EINTR)
+                              timeout=2) == (-1, errno.EBUSY)
+    # bash's echo retries a write that failed with EINTR.
+    r = subprocess.run(["bash", "-c", f"echo mem > {pfs.path('state')}"],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 1
+    assert r.stderr.endswith("write error: Device or resource busy\n")
     assert conftest.timed(pfs.write, "autosleep", b"mem", timeout=2) == 3
     assert pfs.read("autosleep") == b"off\n"   # not yet: after the resume
     pfs.lock("other")
