@@ -77,7 +77,7 @@ struct state_file {
 	int fd;			/* the log; -1 once broken */
 	char *map;		/* the log, mapped shared: capacity bytes */
 	gsize capacity;		/* the file's size, padding included */
-	gsize log_bytes, snapshot_bytes;
+	gsize log_bytes;	/* its lines: the padding starts there */
 	GHashTable *dirty;	/* struct wakeup_source * that changed */
 	gboolean counts_dirty;	/* a source changed: the counters moved */
 	gboolean globals_dirty;	/* anything else may have changed */
@@ -275,7 +275,7 @@ static void compact(struct state_file *sf)
 	sf->fd = fd;
 	sf->map = map;
 	sf->capacity = capacity;
-	sf->log_bytes = sf->snapshot_bytes = sf->out->len;
+	sf->log_bytes = sf->out->len;
 	g_string_truncate(sf->out, 0);
 	return;
 
