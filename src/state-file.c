@@ -35,14 +35,19 @@
  * (disk full, quota, a tmpfs at its size) raises SIGBUS instead of ENOSPC:
  * the capacity is allocated (posix_fallocate) when a file is made, so a
  * full disk is an error then, handled as a failed write was (the state
- * file is logged as no longer kept, powerfs serves on without it).  A
- * store past the end of a file someone truncated raises SIGBUS too: the
- * file is powerfs's own, 0600 (in /run/powerfs, 0700, when the keeper
- * picks it; a --state-file path is the administrator's choice), powerfs
- * itself never truncates a file it maps (a snapshot is made with O_EXCL,
- * and the mapping is dropped before the end trims the padding), and
- * anyone who can truncate it could as well rewrite the locks in it: no
- * SIGBUS handler.
+ * file is logged as no longer kept, powerfs serves on without it).  Not
+ * quite on a copy-on-write file system (btrfs, ZFS): a page rewritten
+ * after its writeback needs a new block, which the allocation did not
+ * promise, so a full disk there can still end powerfs with SIGBUS; its
+ * keeper then starts a new server, which restores the log, and whose new
+ * file fails at its allocation if the disk is still full.  A store past
+ * the end of a file someone truncated raises SIGBUS too: the file is
+ * powerfs's own, 0600 (in /run/powerfs, 0700, when the keeper picks it; a
+ * --state-file path is the administrator's choice), powerfs itself never
+ * truncates a file it maps (a snapshot is made with O_EXCL, and the
+ * mapping is dropped before the end trims the padding), and anyone who
+ * can truncate it could as well rewrite the locks in it: no SIGBUS
+ * handler.
  *
  * Times are those of the monotonic clock, which goes on across a restart
  * within a boot: a lock held since 5 s before a crash has been held for 5 s
