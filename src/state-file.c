@@ -108,16 +108,52 @@ static void append_hex(GString *out, const char *name)
 	}
 }
 
+/* The decimal digits of v, ending at end; returns where they start. */
+static char *digits_of(char *end, guint64 v)
+{
+	do {
+		*--end = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	return end;
+}
+
+/* " N", by hand too: printf's twelve conversions per line cost more than
+ * the rest of the line. */
+static void append_u64(GString *out, guint64 v)
+{
+	char buf[24], *end = buf + sizeof(buf), *p = digits_of(end, v);
+
+	*--p = ' ';
+	g_string_append_len(out, p, end - p);
+}
+
+static void append_i64(GString *out, gint64 v)
+{
+	char buf[24], *end = buf + sizeof(buf);
+	char *p = digits_of(end, v < 0 ? -(guint64)v : (guint64)v);
+
+	if (v < 0)
+		*--p = '-';
+	*--p = ' ';
+	g_string_append_len(out, p, end - p);
+}
+
 static void append_record(GString *out, const struct wakeup_record *r)
 {
-	g_string_append_printf(out,
-		" %d %lu %lu %lu %lu %lu %" G_GINT64_FORMAT " %" G_GINT64_FORMAT
-		" %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %" G_GINT64_FORMAT
-		" %" G_GINT64_FORMAT "\n",
-		r->active, r->active_count, r->event_count, r->relax_count,
-		r->wakeup_count, r->expire_count, r->total_time, r->max_time,
-		r->last_time, r->start_prevent_time, r->prevent_sleep_time,
-		r->expires);
+	append_i64(out, r->active);
+	append_u64(out, r->active_count);
+	append_u64(out, r->event_count);
+	append_u64(out, r->relax_count);
+	append_u64(out, r->wakeup_count);
+	append_u64(out, r->expire_count);
+	append_i64(out, r->total_time);
+	append_i64(out, r->max_time);
+	append_i64(out, r->last_time);
+	append_i64(out, r->start_prevent_time);
+	append_i64(out, r->prevent_sleep_time);
+	append_i64(out, r->expires);
+	g_string_append_c(out, '\n');
 }
 
 static void append_source(struct state_file *sf,
