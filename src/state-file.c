@@ -4,20 +4,50 @@
  * powerfs.  The state lives in an append-only log: one line per object
  * whenever it changes (a wake lock with its whole state and statistics,
  * the counters and the handshake, the autosleep setting, suspend_stats,
- * the owners and modes), the last line of an object being its state.  So a
- * change costs one short write(2), and what a second of churn writes grows
- * with the churn, not with the number of locks.  When the log has grown to
- * COMPACT_FACTOR times its last snapshot, a fresh snapshot replaces it
- * (written beside it, then renamed over it).
+ * the owners and modes), the last line of an object being its state.  So
+ * what a second of churn writes grows with the churn, not with the number
+ * of locks.  When the log is full (room for COMPACT_FACTOR times its last
+ * snapshot, COMPACT_MIN at least), a fresh snapshot replaces it (written
+ * beside it, then renamed over it).
  *
  * Lines reach the file before the request that caused them is answered
- * (fs.c's before-reply hook): a wake lock whose write returned is in the
- * kernel's page cache, which a crash of powerfs cannot lose.  Changes made
- * from the main loop (a timeout, an autosleep cycle, a suspend's end) are
- * written before the loop next sleeps.  Nothing is ever fsync()ed: only a
- * crash of the whole system can lose what write(2) accepted, and the
- * system then boots again, and on a new boot powerfs starts clean, as the
- * kernel does.  The header names the boot (/proc/sys/kernel/random/boot_id).
+ * (fs.c's before-reply hook), and a crash of powerfs cannot lose them.
+ * Changes made from the main loop (a timeout, an autosleep cycle, a
+ * suspend's end) are written before the loop next sleeps.  Nothing is ever
+ * fsync()ed: only a crash of the whole system can lose what is in the page
+ * cache, and the system then boots again, and on a new boot powerfs starts
+ * clean, as the kernel does.  The header names the boot
+ * (/proc/sys/kernel/random/boot_id).
+ *
+ * Why a shared mapping, not write(2): appending a line is then a memcpy,
+ * no system call, where a write(2) per request cost a third of the
+ * syscalls of a lock or unlock (a read of the request, a write of the
+ * reply, a write of the line) and about 5 us each.  A store to a
+ * MAP_SHARED mapping of a file lands in the very page of the page cache
+ * that read(2) and writeback see, at once: a powerfs killed right after
+ * its memcpy loses nothing that a returned write(2) would have kept, and
+ * the kernel writes the dirty pages back by itself (munmap, exit, SIGKILL
+ * included).  So each file is made at its full capacity, zero-padded, and
+ * mapped whole; the log ends at the first NUL byte.
+ *
+ * Two ways a mapping can fail where write(2) returned an error, both
+ * turned away here.  A store into a page the file system cannot give
+ * (disk full, quota, a tmpfs at its size) raises SIGBUS instead of ENOSPC:
+ * the capacity is allocated (posix_fallocate) when a file is made, so a
+ * full disk is an error then, handled as a failed write was (the state
+ * file is logged as no longer kept, powerfs serves on without it).  Not
+ * quite on a copy-on-write file system (btrfs, ZFS): a page rewritten
+ * after its writeback needs a new block, which the allocation did not
+ * promise, so a full disk there can still end powerfs with SIGBUS; its
+ * keeper then starts a new server, which restores the log, and whose new
+ * file fails at its allocation if the disk is still full.  A store past
+ * the end of a file someone truncated raises SIGBUS too: the file is
+ * powerfs's own, 0600 (in /run/powerfs, 0700, when the keeper picks it; a
+ * --state-file path is the administrator's choice), powerfs itself never
+ * truncates a file it maps (a snapshot is made with O_EXCL, and the
+ * mapping is dropped before the end trims the padding), and anyone who
+ * can truncate it could as well rewrite the locks in it: no SIGBUS
+ * handler.
  *
  * Times are those of the monotonic clock, which goes on across a restart
  * within a boot: a lock held since 5 s before a crash has been held for 5 s
@@ -31,6 +61,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -48,8 +79,10 @@ struct state_file {
 	struct power *pw;
 	struct pf_fs *fs;
 	char boot_id[64];
-	int fd;			/* the log, O_APPEND; -1 once broken */
-	gsize log_bytes, snapshot_bytes;
+	int fd;			/* the log; -1 once broken */
+	char *map;		/* the log, mapped shared: capacity bytes */
+	gsize capacity;		/* the file's size, padding included */
+	gsize log_bytes;	/* its lines: the padding starts there */
 	GHashTable *dirty;	/* struct wakeup_source * that changed */
 	gboolean counts_dirty;	/* a source changed: the counters moved */
 	gboolean globals_dirty;	/* anything else may have changed */
@@ -75,16 +108,52 @@ static void append_hex(GString *out, const char *name)
 	}
 }
 
+/* The decimal digits of v, ending at end; returns where they start. */
+static char *digits_of(char *end, guint64 v)
+{
+	do {
+		*--end = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	return end;
+}
+
+/* " N", by hand too: printf's twelve conversions per line cost more than
+ * the rest of the line. */
+static void append_u64(GString *out, guint64 v)
+{
+	char buf[24], *end = buf + sizeof(buf), *p = digits_of(end, v);
+
+	*--p = ' ';
+	g_string_append_len(out, p, end - p);
+}
+
+static void append_i64(GString *out, gint64 v)
+{
+	char buf[24], *end = buf + sizeof(buf);
+	char *p = digits_of(end, v < 0 ? -(guint64)v : (guint64)v);
+
+	if (v < 0)
+		*--p = '-';
+	*--p = ' ';
+	g_string_append_len(out, p, end - p);
+}
+
 static void append_record(GString *out, const struct wakeup_record *r)
 {
-	g_string_append_printf(out,
-		" %d %lu %lu %lu %lu %lu %" G_GINT64_FORMAT " %" G_GINT64_FORMAT
-		" %" G_GINT64_FORMAT " %" G_GINT64_FORMAT " %" G_GINT64_FORMAT
-		" %" G_GINT64_FORMAT "\n",
-		r->active, r->active_count, r->event_count, r->relax_count,
-		r->wakeup_count, r->expire_count, r->total_time, r->max_time,
-		r->last_time, r->start_prevent_time, r->prevent_sleep_time,
-		r->expires);
+	append_i64(out, r->active);
+	append_u64(out, r->active_count);
+	append_u64(out, r->event_count);
+	append_u64(out, r->relax_count);
+	append_u64(out, r->wakeup_count);
+	append_u64(out, r->expire_count);
+	append_i64(out, r->total_time);
+	append_i64(out, r->max_time);
+	append_i64(out, r->last_time);
+	append_i64(out, r->start_prevent_time);
+	append_i64(out, r->prevent_sleep_time);
+	append_i64(out, r->expires);
+	g_string_append_c(out, '\n');
 }
 
 static void append_source(struct state_file *sf,
@@ -165,28 +234,22 @@ static void append_globals(struct state_file *sf)
 
 /* --- writing -------------------------------------------------------------- */
 
-static void broken(struct state_file *sf, const char *what, int err)
+/* The file no longer in use (broken, or replaced, or the end). */
+static void let_go(struct state_file *sf)
 {
-	g_warning("state file %s: %s: %s; no longer kept", sf->path, what,
-		  g_strerror(err));
+	if (sf->map)
+		munmap(sf->map, sf->capacity);
+	sf->map = NULL;
 	if (sf->fd >= 0)
 		close(sf->fd);
 	sf->fd = -1;
 }
 
-static gboolean write_all(int fd, const char *buf, gsize len)
+static void broken(struct state_file *sf, const char *what, int err)
 {
-	while (len) {
-		gssize n = write(fd, buf, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return FALSE;
-		buf += n;
-		len -= n;
-	}
-	return TRUE;
+	g_warning("state file %s: %s: %s; no longer kept", sf->path, what,
+		  g_strerror(err));
+	let_go(sf);
 }
 
 static void visit_lock(const struct wakeup_source *ws, gpointer data)
@@ -194,12 +257,25 @@ static void visit_lock(const struct wakeup_source *ws, gpointer data)
 	append_source(data, ws);
 }
 
+/* Room for the snapshot and the lines that follow it, whole pages. */
+static gsize capacity_for(gsize snapshot)
+{
+	gsize page = (gsize)sysconf(_SC_PAGESIZE);
+
+	return (MAX(COMPACT_MIN, COMPACT_FACTOR * snapshot) + page - 1) /
+	       page * page;
+}
+
 /* A file holding the whole state: the header, then every object once (the
- * locks in the order they were created, as they are to be restored). */
+ * locks in the order they were created, as they are to be restored),
+ * made at its capacity and mapped, then renamed over the log. */
 static void compact(struct state_file *sf)
 {
 	struct power *pw = sf->pw;
-	int fd;
+	const char *what = "creating";
+	gsize capacity;
+	char *map = MAP_FAILED;
+	int fd, err;
 
 	g_string_truncate(sf->out, 0);
 	g_string_append_printf(sf->out, "powerfs-state %d %s\n", FORMAT,
@@ -211,27 +287,48 @@ static void compact(struct state_file *sf)
 	wakelocks_foreach(pw->wakelocks, visit_lock, sf);
 	g_hash_table_remove_all(sf->dirty);
 	sf->counts_dirty = sf->globals_dirty = FALSE;
+	capacity = capacity_for(sf->out->len);
 
-	fd = open(sf->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+	/* Never O_TRUNC: a file powerfs maps is never cut short under a
+	 * mapping, not even a snapshot another powerfs left half made. */
+	unlink(sf->tmp_path);
+	fd = open(sf->tmp_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
 				       O_CLOEXEC, 0600);
-	if (fd < 0 || !write_all(fd, sf->out->str, sf->out->len) ||
-	    rename(sf->tmp_path, sf->path) < 0) {
-		int err = errno;
-
-		if (fd >= 0)
-			close(fd);
-		unlink(sf->tmp_path);
-		broken(sf, "writing", err);
-		return;
+	if (fd < 0)
+		goto fail;
+	/* The blocks now: a full disk is ENOSPC here, not SIGBUS later. */
+	what = "allocating";
+	err = posix_fallocate(fd, 0, (off_t)capacity);
+	if (err) {
+		errno = err;
+		goto fail;
 	}
-	if (sf->fd >= 0)
-		close(sf->fd);
-	/* Appends from now on: the descriptor stays on this file. */
+	what = "mapping";
+	map = mmap(NULL, capacity, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		goto fail;
+	memcpy(map, sf->out->str, sf->out->len);
+	what = "renaming";
+	if (rename(sf->tmp_path, sf->path) < 0)
+		goto fail;
+	/* The old log is gone from its name: its mapping goes with it. */
+	let_go(sf);
 	sf->fd = fd;
-	if (fcntl(fd, F_SETFL, O_APPEND) < 0)
-		g_warning("state file: O_APPEND: %s", g_strerror(errno));
-	sf->log_bytes = sf->snapshot_bytes = sf->out->len;
+	sf->map = map;
+	sf->capacity = capacity;
+	sf->log_bytes = sf->out->len;
 	g_string_truncate(sf->out, 0);
+	return;
+
+fail:
+	err = errno;
+	if (map != MAP_FAILED)
+		munmap(map, capacity);
+	if (fd >= 0)
+		close(fd);
+	unlink(sf->tmp_path);
+	g_string_truncate(sf->out, 0);
+	broken(sf, what, err);
 }
 
 void state_file_flush(struct state_file *sf)
@@ -239,16 +336,11 @@ void state_file_flush(struct state_file *sf)
 	GHashTableIter it;
 	gpointer ws;
 
-	if (!sf || sf->fd < 0)
+	if (!sf || !sf->map)
 		return;
 	if (!g_hash_table_size(sf->dirty) && !sf->counts_dirty &&
 	    !sf->globals_dirty && !sf->out->len)
 		return;
-	if (sf->log_bytes > MAX(COMPACT_MIN,
-				COMPACT_FACTOR * sf->snapshot_bytes)) {
-		compact(sf);
-		return;
-	}
 	g_hash_table_iter_init(&it, sf->dirty);
 	while (g_hash_table_iter_next(&it, &ws, NULL))
 		append_source(sf, ws);
@@ -258,8 +350,12 @@ void state_file_flush(struct state_file *sf)
 	else if (sf->counts_dirty)
 		append_counts(sf);
 	sf->counts_dirty = sf->globals_dirty = FALSE;
-	if (!write_all(sf->fd, sf->out->str, sf->out->len))
-		broken(sf, "writing", errno);
+	/* Full: a snapshot of everything instead, in a file sized for it. */
+	if (sf->out->len > sf->capacity - sf->log_bytes) {
+		compact(sf);
+		return;
+	}
+	memcpy(sf->map + sf->log_bytes, sf->out->str, sf->out->len);
 	sf->log_bytes += sf->out->len;
 	g_string_truncate(sf->out, 0);
 }
@@ -268,7 +364,7 @@ static void changed(struct wakeup_source *ws, gpointer data)
 {
 	struct state_file *sf = data;
 
-	if (sf->fd < 0)
+	if (!sf->map)
 		return;
 	if (!ws) {
 		sf->globals_dirty = TRUE;
@@ -652,6 +748,15 @@ static void restore(struct state_file *sf)
 				  sf->path, error->message);
 		return;
 	}
+	/* The log ends at its first NUL byte.  After it comes the padding of
+	 * a file made at its capacity, or what a crash interrupted: a
+	 * memcpy may store a batch's bytes in any order, but every byte
+	 * before the first NUL is the one written there (a line holds no
+	 * NUL), and the batch was not acknowledged yet.  A log written by
+	 * write(2), before the mapping, has no padding: it ends at its
+	 * size. */
+	len = strnlen(text, len);
+	text[len] = '\0';
 	lines = g_strsplit(text, "\n", -1);
 	header = g_strdup_printf("powerfs-state %d %s", FORMAT, sf->boot_id);
 	if (g_strcmp0(lines[0], header)) {
@@ -671,10 +776,11 @@ static void restore(struct state_file *sf)
 					 saved_lock_free);
 	sv.owners = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
 					  g_free);
-	/* The last line may be cut short by a crash: not an error. */
-	for (guint i = 1; lines[0] && lines[i]; i++)
-		if (*lines[i] && !parse_line(&sv, lines[i], i, now) &&
-		    lines[i + 1])
+	/* What follows the last newline is a line a crash cut short: not an
+	 * error, and not parsed either (a number cut in its digits would
+	 * still parse, as a value nobody wrote). */
+	for (guint i = 1; lines[0] && lines[i] && lines[i + 1]; i++)
+		if (*lines[i] && !parse_line(&sv, lines[i], i, now))
 			sv.dropped++;
 	apply(sf, &sv);
 	g_hash_table_unref(sv.locks);
@@ -729,8 +835,17 @@ void state_file_close(struct state_file *sf)
 	g_source_destroy(sf->flusher);
 	g_source_unref(sf->flusher);
 	state_file_flush(sf);
-	if (sf->fd >= 0)
-		close(sf->fd);
+	if (sf->map) {
+		munmap(sf->map, sf->capacity);
+		sf->map = NULL;
+		/* A clean end leaves the lines without their padding, the file
+		 * a write(2) log would be.  The mapping is gone first: no
+		 * store can land past the new end. */
+		if (ftruncate(sf->fd, (off_t)sf->log_bytes) < 0)
+			g_warning("state file %s: trimming: %s", sf->path,
+				  g_strerror(errno));
+	}
+	let_go(sf);
 	g_hash_table_unref(sf->dirty);
 	g_hash_table_unref(sf->written);
 	g_string_free(sf->out, TRUE);

@@ -263,3 +263,168 @@ def test_a_snapshot_cut_short_by_a_crash_is_removed(mount, tmp_path):
     b = mount(f"--state-file={state}")
     assert not tmp.exists()
     assert b.active() == [b"kept"]
+
+
+# === The mapped log ==========================================================
+# A line is a memcpy into a shared mapping of a file made at its capacity
+# (whole pages, zero-padded): the log ends at the first NUL.
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+COMPACT_MIN = 64 * 1024
+
+
+def log_end(data):
+    return data.find(b"\0") if b"\0" in data else len(data)
+
+
+def crash(inst):
+    """kill -9 to the keeper and its server at once (no restart)."""
+    inst.kill_all()
+    inst.proc.wait(5)
+    conftest._live.discard(inst)
+    inst.force_cleanup()
+    inst.stop = lambda: None
+
+
+def padded_log_after_a_crash(mount, state, held):
+    """A log that crossed two compactions and a page boundary, then the
+    held locks taken and powerfs killed at once.  Returns the file."""
+    a = mount(f"--state-file={state}", "--wakelock-limit=0")
+    inodes = {os.stat(state).st_ino}
+    deadline = time.monotonic() + 60
+    i = 0
+    while len(inodes) < 3 and time.monotonic() < deadline:
+        a.lock(b"c%d" % (i % 20))
+        a.unlock(b"c%d" % (i % 20))
+        inodes.add(os.stat(state).st_ino)
+        i += 1
+    assert len(inodes) == 3, "never compacted twice"
+    start = log_end(state.read_bytes())
+    for name in held:
+        a.lock(name)
+    crash(a)
+    data = state.read_bytes()
+    end = log_end(data)
+    assert start // PAGE < end // PAGE, (start, end)    # crossed a page
+    return data
+
+
+def test_a_kill_after_many_lines_keeps_every_acknowledged_lock(mount,
+                                                              tmp_path):
+    """kill -9 right after the writes returned, the log having crossed
+    compactions and pages: every lock is back, no line dropped.  The file
+    is its capacity (whole pages, zero-padded); the restore sees exactly
+    the lines."""
+    state = tmp_path / "state"
+    held = [b"held%03d" % j for j in range(60)]
+    data = padded_log_after_a_crash(mount, state, held)
+    end = log_end(data)
+    assert len(data) % PAGE == 0 and len(data) >= COMPACT_MIN
+    assert data[end - 1:end] == b"\n"
+    assert data[end:] == bytes(len(data) - end)
+    b = mount(f"--state-file={state}", "--wakelock-limit=0")
+    assert sorted(b.active()) == held
+    assert "dropped 0 lines with a value out of range" in b.log()
+    b.unlock(*held)
+    finish(b)
+    # A clean end leaves the lines only, as a write(2) log.
+    text = state.read_bytes()
+    assert b"\0" not in text and text.endswith(b"\n")
+
+
+def test_the_log_ends_at_its_first_nul(mount, tmp_path):
+    """A memcpy cut short by a crash leaves bytes, then NULs, maybe more
+    bytes (it stores in any order): what follows the last newline before
+    the first NUL is a torn line, not parsed (a complete-looking record
+    cut before its newline used to be restored), nothing after the NUL is
+    read, and neither counts as dropped."""
+    state = tmp_path / "state"
+    held = [b"held%03d" % j for j in range(60)]
+    data = padded_log_after_a_crash(mount, state, held)
+    end = log_end(data)
+    line = next(l for l in data[:end].split(b"\n")
+                if l.startswith(b"lock " + b"held000".hex().encode() + b" "))
+    torn = line.replace(b"held000".hex().encode(), b"torn".hex().encode())
+    after = line.replace(b"held000".hex().encode(), b"after".hex().encode())
+    assert b" 1 " in torn                               # active
+    data = bytearray(data)
+    data[end:end + len(torn)] = torn                    # no newline
+    at = end + len(torn) + 100
+    data[at:at + len(after) + 1] = after + b"\n"        # past the NULs
+    state.write_bytes(bytes(data))
+    b = mount(f"--state-file={state}", "--wakelock-limit=0")
+    assert sorted(b.active()) == held
+    assert b"torn" not in b.read("wake_unlock")
+    assert "dropped 0 lines with a value out of range" in b.log()
+    b.unlock(*held)
+
+
+def test_a_log_written_by_write2_loads(mount, tmp_path):
+    """A log without padding (written by write(2), as powerfs did before
+    the mapping, and as a clean end leaves it) ends at its size: it loads,
+    and a line torn at its end is not counted."""
+    state = tmp_path / "state"
+    a = mount(f"--state-file={state}")
+    a.lock("old")
+    a.lock("idle")
+    a.unlock("idle")
+    finish(a)
+    text = state.read_bytes()
+    assert b"\0" not in text and text.endswith(b"\n")
+    assert b"\nlock 6f6c64 1 " in text
+    state.write_bytes(text + b"lock 6f6c6432 1 1")     # torn, at EOF
+    b = mount(f"--state-file={state}")
+    assert b.active() == [b"old"]
+    assert b.inactive() == [b"idle"]
+    assert "dropped 0 lines with a value out of range" in b.log()
+    # The new file is made at its capacity.
+    size = os.stat(state).st_size
+    assert size % PAGE == 0 and size >= COMPACT_MIN
+    b.unlock("old")
+
+
+def _fill_a_small_tmpfs(base):
+    """In a mount namespace of its own: a tmpfs of 192 KiB holds the
+    state file; locks with long names make the log outgrow it."""
+    CLONE_NEWNS = 0x00020000
+    if conftest._libc.unshare(CLONE_NEWNS) != 0:
+        raise conftest.ChildSetupError("unshare(CLONE_NEWNS) failed")
+    conftest.subprocess.run(["mount", "--make-rprivate", "/"], check=True)
+    small = os.path.join(base, "small")
+    os.mkdir(small)
+    conftest.subprocess.run(["mount", "-t", "tmpfs", "-o",
+                             "size=192k,mode=0700", "tmpfs", small],
+                            check=True)
+    p = conftest.Powerfs(f"--state-file={small}/state",
+                         "--wakelock-limit=0").start()
+    names = [b"%03d" % j + b"n" * 997 for j in range(100)]
+    try:
+        for n in names:
+            p.lock(n)
+        alive = p.alive()
+        active = len(p.sources())
+        for n in names:
+            p.unlock(n)
+        p.lock("after")
+        after = p.active()
+        p.unlock("after")
+    finally:
+        p.stop()
+    return alive, active, after, p.final_log
+
+
+def test_a_full_disk_stops_the_state_file_not_the_server(tmp_path):
+    """The log's file is allocated when it is made: a file system that
+    cannot hold the next one fails then, with ENOSPC, and powerfs says so
+    once and serves on without the state file (a store into a mapped page
+    the disk cannot give would have been SIGBUS)."""
+    try:
+        alive, active, after, log = conftest.run_in_child(
+            _fill_a_small_tmpfs, str(tmp_path), timeout=60)
+    except conftest.ChildSetupError as e:
+        import pytest
+        pytest.skip(f"no private mount namespace: {e}")
+    assert alive, log
+    assert active >= 100, log
+    assert after == [b"after"]
+    assert log.count("No space left on device; no longer kept") == 1, log
