@@ -87,6 +87,8 @@ struct state_file {
 	gboolean counts_dirty;	/* a source changed: the counters moved */
 	gboolean globals_dirty;	/* anything else may have changed */
 	GHashTable *written;	/* global line's key -> its last line */
+	char counts_line[48];	/* the last "counts" line, its length */
+	gsize counts_len;
 	GString *out;		/* lines on their way to the file */
 	GSource *flusher;	/* writes them before the loop sleeps */
 };
@@ -108,52 +110,57 @@ static void append_hex(GString *out, const char *name)
 	}
 }
 
-/* The decimal digits of v, ending at end; returns where they start. */
-static char *digits_of(char *end, guint64 v)
+/* " N" or " -N" at p, by hand: printf's conversions cost more than the
+ * rest of a line.  Returns the end. */
+static char *put_number(char *p, gboolean negative, guint64 v)
 {
+	char digits[20];
+	int n = 0;
+
 	do {
-		*--end = (char)('0' + v % 10);
+		digits[n++] = (char)('0' + v % 10);
 		v /= 10;
 	} while (v);
-	return end;
+	*p++ = ' ';
+	if (negative)
+		*p++ = '-';
+	while (n)
+		*p++ = digits[--n];
+	return p;
 }
 
-/* " N", by hand too: printf's twelve conversions per line cost more than
- * the rest of the line. */
-static void append_u64(GString *out, guint64 v)
+static char *put_u64(char *p, guint64 v)
 {
-	char buf[24], *end = buf + sizeof(buf), *p = digits_of(end, v);
-
-	*--p = ' ';
-	g_string_append_len(out, p, end - p);
+	return put_number(p, FALSE, v);
 }
 
-static void append_i64(GString *out, gint64 v)
+static char *put_i64(char *p, gint64 v)
 {
-	char buf[24], *end = buf + sizeof(buf);
-	char *p = digits_of(end, v < 0 ? -(guint64)v : (guint64)v);
-
-	if (v < 0)
-		*--p = '-';
-	*--p = ' ';
-	g_string_append_len(out, p, end - p);
+	return put_number(p, v < 0, v < 0 ? -(guint64)v : (guint64)v);
 }
+
+/* Room for " -N" twelve times and the newline. */
+#define RECORD_MAX (12 * 22 + 1)
 
 static void append_record(GString *out, const struct wakeup_record *r)
 {
-	append_i64(out, r->active);
-	append_u64(out, r->active_count);
-	append_u64(out, r->event_count);
-	append_u64(out, r->relax_count);
-	append_u64(out, r->wakeup_count);
-	append_u64(out, r->expire_count);
-	append_i64(out, r->total_time);
-	append_i64(out, r->max_time);
-	append_i64(out, r->last_time);
-	append_i64(out, r->start_prevent_time);
-	append_i64(out, r->prevent_sleep_time);
-	append_i64(out, r->expires);
-	g_string_append_c(out, '\n');
+	char line[RECORD_MAX], *p = line;
+
+	/* Built on the stack, appended at once: one GString call a line. */
+	p = put_i64(p, r->active);
+	p = put_u64(p, r->active_count);
+	p = put_u64(p, r->event_count);
+	p = put_u64(p, r->relax_count);
+	p = put_u64(p, r->wakeup_count);
+	p = put_u64(p, r->expire_count);
+	p = put_i64(p, r->total_time);
+	p = put_i64(p, r->max_time);
+	p = put_i64(p, r->last_time);
+	p = put_i64(p, r->start_prevent_time);
+	p = put_i64(p, r->prevent_sleep_time);
+	p = put_i64(p, r->expires);
+	*p++ = '\n';
+	g_string_append_len(out, line, p - line);
 }
 
 static void append_source(struct state_file *sf,
@@ -198,16 +205,29 @@ static void append_owner(const char *path, mode_t mode, uid_t uid, gid_t gid,
 					  uid, gid));
 }
 
+/* The counters and the handshake move with every lock and unlock: their
+ * line is made by hand and kept in a buffer of its own, not in the table
+ * of the other global lines (no printf, no allocation per request). */
 static void append_counts(struct state_file *sf)
 {
+	char line[sizeof(sf->counts_line)], *p = line;
 	gboolean armed;
 	guint registered, saved;
+	gsize len;
 
 	wakeup_get_count(sf->pw->engine, &registered);
 	saved = wakeup_get_handshake(sf->pw->engine, &armed);
-	append_if_changed(sf, g_strdup("counts"),
-			  g_strdup_printf("counts %u %d %u\n", registered,
-					  armed, saved));
+	memcpy(p, "counts", 6);
+	p = put_u64(p + 6, registered);
+	p = put_u64(p, armed ? 1 : 0);
+	p = put_u64(p, saved);
+	*p++ = '\n';
+	len = (gsize)(p - line);
+	if (len == sf->counts_len && !memcmp(line, sf->counts_line, len))
+		return;
+	memcpy(sf->counts_line, line, len);
+	sf->counts_len = len;
+	g_string_append_len(sf->out, line, len);
 }
 
 static void append_globals(struct state_file *sf)
@@ -281,6 +301,7 @@ static void compact(struct state_file *sf)
 	g_string_append_printf(sf->out, "powerfs-state %d %s\n", FORMAT,
 			       sf->boot_id);
 	g_hash_table_remove_all(sf->written);
+	sf->counts_len = 0;
 	append_globals(sf);
 	append_source(sf, autosleep_source(pw->autosleep));
 	append_source(sf, wakeup_deleted_source(pw->engine));
