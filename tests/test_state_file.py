@@ -270,7 +270,7 @@ def test_a_snapshot_cut_short_by_a_crash_is_removed(mount, tmp_path):
 # (whole pages, zero-padded): the log ends at the first NUL.
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
-COMPACT_MIN = 64 * 1024
+COMPACT_MIN = 256 * 1024
 
 
 def log_end(data):
@@ -384,8 +384,10 @@ def test_a_log_written_by_write2_loads(mount, tmp_path):
 
 
 def _fill_a_small_tmpfs(base):
-    """In a mount namespace of its own: a tmpfs of 192 KiB holds the
-    state file; locks with long names make the log outgrow it."""
+    """In a mount namespace of its own: a tmpfs of 640 KiB holds the
+    state file (256 KiB at first); locks with long names make the log
+    outgrow it, and its snapshot (about 200 KiB, so 800 KiB of capacity)
+    cannot be allocated."""
     CLONE_NEWNS = 0x00020000
     if conftest._libc.unshare(CLONE_NEWNS) != 0:
         raise conftest.ChildSetupError("unshare(CLONE_NEWNS) failed")
@@ -393,7 +395,7 @@ def _fill_a_small_tmpfs(base):
     small = os.path.join(base, "small")
     os.mkdir(small)
     conftest.subprocess.run(["mount", "-t", "tmpfs", "-o",
-                             "size=192k,mode=0700", "tmpfs", small],
+                             "size=640k,mode=0700", "tmpfs", small],
                             check=True)
     p = conftest.Powerfs(f"--state-file={small}/state",
                          "--wakelock-limit=0").start()
