@@ -95,8 +95,8 @@ struct state_file {
 	gboolean counts_dirty;	/* a source changed: the counters moved */
 	gboolean globals_dirty;	/* anything else may have changed */
 	GHashTable *written;	/* global line's key -> its last line */
-	char counts_line[48];	/* the last "counts" line, its length */
-	gsize counts_len;
+	guint counts[3];	/* the last "counts" line's numbers */
+	gboolean counts_written;
 	GString *out;		/* lines on their way to the file */
 	GSource *flusher;	/* writes them before the loop sleeps */
 };
@@ -230,29 +230,28 @@ static void append_owner(const char *path, mode_t mode, uid_t uid, gid_t gid,
 					  uid, gid));
 }
 
-/* The counters and the handshake move with every lock and unlock: their
- * line is made by hand and kept in a buffer of its own, not in the table
- * of the other global lines (no printf, no allocation per request). */
+/* The counters and the handshake move with most locks and unlocks: their
+ * line is made by hand, when they moved, and compared as numbers, not in
+ * the table of the other global lines (no printf, no allocation). */
 static void append_counts(struct state_file *sf)
 {
-	char line[sizeof(sf->counts_line) + 20], *p = line;
+	char line[6 + 3 * 11 + 1 + 20], *p = line;
 	gboolean armed;
-	guint registered, saved;
-	gsize len;
+	guint now[3];
 
-	wakeup_get_count(sf->pw->engine, &registered);
-	saved = wakeup_get_handshake(sf->pw->engine, &armed);
-	memcpy(p, "counts", 6);
-	p = put_u64(p + 6, registered);
-	p = put_u64(p, armed ? 1 : 0);
-	p = put_u64(p, saved);
-	*p++ = '\n';
-	len = (gsize)(p - line);
-	if (len == sf->counts_len && !memcmp(line, sf->counts_line, len))
+	wakeup_get_count(sf->pw->engine, &now[0]);
+	now[2] = wakeup_get_handshake(sf->pw->engine, &armed);
+	now[1] = armed ? 1 : 0;
+	if (sf->counts_written && !memcmp(now, sf->counts, sizeof(now)))
 		return;
-	memcpy(sf->counts_line, line, len);
-	sf->counts_len = len;
-	g_string_append_len(sf->out, line, len);
+	memcpy(sf->counts, now, sizeof(now));
+	sf->counts_written = TRUE;
+	memcpy(p, "counts", 6);
+	p = put_u64(p + 6, now[0]);
+	p = put_u64(p, now[1]);
+	p = put_u64(p, now[2]);
+	*p++ = '\n';
+	g_string_append_len(sf->out, line, p - line);
 }
 
 static void append_globals(struct state_file *sf)
@@ -326,7 +325,7 @@ static void compact(struct state_file *sf)
 	g_string_append_printf(sf->out, "powerfs-state %d %s\n", FORMAT,
 			       sf->boot_id);
 	g_hash_table_remove_all(sf->written);
-	sf->counts_len = 0;
+	sf->counts_written = FALSE;
 	append_globals(sf);
 	append_source(sf, autosleep_source(pw->autosleep));
 	append_source(sf, wakeup_deleted_source(pw->engine));
