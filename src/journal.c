@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "powerfs/backend.h"
+#include "powerfs/text.h"
 #include "powerfs/journal.h"
 #include "powerfs/wakeup.h"
 
@@ -93,21 +94,21 @@ static void append_json_string(GString *out, const char *s, gsize len)
 
 		if (c >= 0x20 && c != '"' && c != '\\')
 			continue;
-		g_string_append_len(out, run, p - run);
+		pf_string_append_len(out, run, p - run);
 		run = p + 1;
 		switch (c) {
-		case '"': g_string_append(out, "\\\""); break;
-		case '\\': g_string_append(out, "\\\\"); break;
-		case '\n': g_string_append(out, "\\n"); break;
-		case '\t': g_string_append(out, "\\t"); break;
-		case '\r': g_string_append(out, "\\r"); break;
+		case '"': pf_string_append(out, "\\\""); break;
+		case '\\': pf_string_append(out, "\\\\"); break;
+		case '\n': pf_string_append(out, "\\n"); break;
+		case '\t': pf_string_append(out, "\\t"); break;
+		case '\r': pf_string_append(out, "\\r"); break;
 		default:
-			g_string_append(out, "\\u00");
+			pf_string_append(out, "\\u00");
 			g_string_append_c(out, hex[c >> 4]);
 			g_string_append_c(out, hex[c & 0xf]);
 		}
 	}
-	g_string_append_len(out, run, s + len - run);
+	pf_string_append_len(out, run, s + len - run);
 	g_string_append_c(out, '"');
 }
 
@@ -136,9 +137,39 @@ static void append_name(GString *out, const char *name, gsize len,
 	g_string_append_c(out, '"');
 }
 
+/* prefix (a short constant such as ",\"pid\":"), then a number: by hand
+ * (text.h), as these go into every lock and unlock event. */
+static void append_number(GString *out, const char *prefix,
+			  gboolean negative, guint64 v)
+{
+	char buf[32 + PF_DECIMAL_MAX], *p = buf;
+	gsize len = strlen(prefix);
+
+	g_assert(len <= 32);
+	memcpy(p, prefix, len);
+	p = pf_put_decimal(p + len, negative, v);
+	pf_string_append_len(out, buf, p - buf);
+}
+
+static void append_u64(GString *out, const char *prefix, guint64 v)
+{
+	append_number(out, prefix, FALSE, v);
+}
+
+static void append_i64(GString *out, const char *prefix, gint64 v)
+{
+	append_number(out, prefix, v < 0, v < 0 ? -(guint64)v : (guint64)v);
+}
+
+static void append_bool(GString *out, const char *prefix, gboolean v)
+{
+	pf_string_append(out, prefix);
+	pf_string_append(out, v ? "true" : "false");
+}
+
 static void append_src(GString *out, const char *name, gsize len)
 {
-	g_string_append(out, ",\"src\":");
+	pf_string_append(out, ",\"src\":");
 	append_name(out, name, len, "src_hex");
 }
 
@@ -292,10 +323,11 @@ static GString *record_begin_at(struct journal *j, const char *ev, gint64 t,
 				       t, wall, j->lost);
 		j->lost = 0;
 	}
-	g_string_append_printf(j->pending,
-			       "{\"t\":%" G_GINT64_FORMAT ",\"wall\":%"
-			       G_GINT64_FORMAT ",\"ev\":\"%s\"",
-			       t, wall, ev);
+	append_i64(j->pending, "{\"t\":", t);
+	append_i64(j->pending, ",\"wall\":", wall);
+	pf_string_append(j->pending, ",\"ev\":\"");
+	pf_string_append(j->pending, ev);
+	g_string_append_c(j->pending, '"');
 	return j->pending;
 }
 
@@ -311,7 +343,7 @@ static void record_end(struct journal *j)
 {
 	gboolean first = j->first;
 
-	g_string_append(j->pending, "}\n");
+	pf_string_append(j->pending, "}\n");
 	g_mutex_unlock(&j->lock);
 	/* Only the first event after a write wakes the writer. */
 	if (first)
@@ -376,16 +408,15 @@ static void append_caller(struct journal *j, GString *out, pid_t pid,
 {
 	const struct caller_info *ci = pid > 0 ? caller_info(j, pid) : NULL;
 
-	g_string_append_printf(out, ",\"pid\":%d,\"uid\":%u", (int)pid,
-			       (unsigned)uid);
+	append_i64(out, ",\"pid\":", pid);
+	append_u64(out, ",\"uid\":", uid);
 	if (!ci)
 		return;
 	if (ci->cgroup) {
-		g_string_append(out, ",\"cgroup\":");
+		pf_string_append(out, ",\"cgroup\":");
 		append_name(out, ci->cgroup, strlen(ci->cgroup), NULL);
 	}
-	g_string_append_printf(out, ",\"pidns\":%" G_GUINT64_FORMAT,
-			       ci->pidns);
+	append_u64(out, ",\"pidns\":", ci->pidns);
 }
 
 static void caller_info_free(gpointer data)
@@ -414,9 +445,9 @@ void journal_start(struct journal *j, const char *backend, guint states)
 	g_string_append_printf(out, ",\"version\":\"%s\",\"boot_id\":",
 			       POWERFS_VERSION);
 	append_json_string(out, boot_id, strlen(boot_id));
-	g_string_append(out, ",\"backend\":");
+	pf_string_append(out, ",\"backend\":");
 	append_json_string(out, backend, strlen(backend));
-	g_string_append(out, ",\"states\":\"");
+	pf_string_append(out, ",\"states\":\"");
 	for (enum pm_state s = PM_FREEZE; s < PM_NR_STATES; s++)
 		if (states & PM_STATE_BIT(s))
 			g_string_append_printf(out, "%s%s", n++ ? " " : "",
@@ -440,11 +471,9 @@ void journal_lock(struct journal *j, const char *name, gsize len,
 	if (!out)
 		return;
 	append_src(out, name, len);
-	g_string_append_printf(out,
-			       ",\"timeout_ms\":%u,\"created\":%s,"
-			       "\"was_active\":%s",
-			       timeout_ms, created ? "true" : "false",
-			       was_active ? "true" : "false");
+	append_u64(out, ",\"timeout_ms\":", timeout_ms);
+	append_bool(out, ",\"created\":", created);
+	append_bool(out, ",\"was_active\":", was_active);
 	append_caller(j, out, pid, uid);
 	record_end(j);
 }
@@ -457,8 +486,7 @@ void journal_unlock(struct journal *j, const char *name, gsize len,
 	if (!out)
 		return;
 	append_src(out, name, len);
-	g_string_append_printf(out, ",\"was_active\":%s",
-			       was_active ? "true" : "false");
+	append_bool(out, ",\"was_active\":", was_active);
 	append_caller(j, out, pid, uid);
 	record_end(j);
 }

@@ -65,6 +65,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "powerfs/text.h"
 #include "powerfs/state-file.h"
 
 #define FORMAT 2
@@ -123,50 +124,21 @@ static void append_hex(GString *out, const char *prefix, const char *name)
 	}
 }
 
-/* " N" or " -N" at p, by hand and two digits at a time: printf's
- * conversions, then a division per digit, were most of a line's cost (the
- * times are nanoseconds).  The digits are copied as a fixed 20 bytes, the
- * most a guint64 has, so p needs that much room past the number.  Returns
- * the end. */
-static char *put_number(char *p, gboolean negative, guint64 v)
-{
-	static const char pairs[] =
-		"00010203040506070809101112131415161718192021222324"
-		"25262728293031323334353637383940414243444546474849"
-		"50515253545556575859606162636465666768697071727374"
-		"75767778798081828384858687888990919293949596979899";
-	char digits[40], *end = digits + 20, *d = end;
-
-	while (v >= 100) {
-		d -= 2;
-		memcpy(d, pairs + 2 * (v % 100), 2);
-		v /= 100;
-	}
-	if (v >= 10) {
-		d -= 2;
-		memcpy(d, pairs + 2 * v, 2);
-	} else {
-		*--d = (char)('0' + v);
-	}
-	*p++ = ' ';
-	if (negative)
-		*p++ = '-';
-	memcpy(p, d, 20);
-	return p + (end - d);
-}
-
+/* " N" or " -N" at p (text.h); returns the end. */
 static char *put_u64(char *p, guint64 v)
 {
-	return put_number(p, FALSE, v);
+	*p++ = ' ';
+	return pf_put_u64(p, v);
 }
 
 static char *put_i64(char *p, gint64 v)
 {
-	return put_number(p, v < 0, v < 0 ? -(guint64)v : (guint64)v);
+	*p++ = ' ';
+	return pf_put_i64(p, v);
 }
 
-/* Room for " -N" twelve times, the newline, and put_number()'s slack. */
-#define RECORD_MAX (12 * 22 + 1 + 20)
+/* Room for twelve numbers with their spaces, and the newline. */
+#define RECORD_MAX (12 * (1 + PF_DECIMAL_MAX) + 1)
 
 static void append_record(GString *out, const struct wakeup_record *r)
 {
@@ -186,7 +158,7 @@ static void append_record(GString *out, const struct wakeup_record *r)
 	p = put_i64(p, r->prevent_sleep_time);
 	p = put_i64(p, r->expires);
 	*p++ = '\n';
-	g_string_append_len(out, line, p - line);
+	pf_string_append_len(out, line, p - line);
 }
 
 static void append_source(struct state_file *sf,
@@ -197,9 +169,9 @@ static void append_source(struct state_file *sf,
 
 	wakeup_source_save(ws, &r);
 	if (ws == wakeup_deleted_source(pw->engine)) {
-		g_string_append(sf->out, "source deleted");
+		pf_string_append(sf->out, "source deleted");
 	} else if (ws == autosleep_source(pw->autosleep)) {
-		g_string_append(sf->out, "source autosleep");
+		pf_string_append(sf->out, "source autosleep");
 	} else {
 		append_hex(sf->out, "lock ", wakeup_source_name(ws));
 	}
@@ -218,7 +190,7 @@ static void append_if_changed(struct state_file *sf, char *key, char *line)
 		g_free(line);
 		return;
 	}
-	g_string_append(sf->out, line);
+	pf_string_append(sf->out, line);
 	g_hash_table_replace(sf->written, key, line);
 }
 
@@ -235,7 +207,7 @@ static void append_owner(const char *path, mode_t mode, uid_t uid, gid_t gid,
  * the table of the other global lines (no printf, no allocation). */
 static void append_counts(struct state_file *sf)
 {
-	char line[6 + 3 * 11 + 1 + 20], *p = line;
+	char line[6 + 3 * (1 + PF_DECIMAL_MAX) + 1], *p = line;
 	gboolean armed;
 	guint now[3];
 
@@ -251,7 +223,7 @@ static void append_counts(struct state_file *sf)
 	p = put_u64(p, now[1]);
 	p = put_u64(p, now[2]);
 	*p++ = '\n';
-	g_string_append_len(sf->out, line, p - line);
+	pf_string_append_len(sf->out, line, p - line);
 }
 
 static void append_globals(struct state_file *sf)
@@ -778,7 +750,7 @@ static char *read_log(const char *path, gsize *len, GError **error)
 		return NULL;
 	}
 	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		g_string_append_len(text, buf, n);
+		pf_string_append_len(text, buf, n);
 	close(fd);
 	*len = text->len;
 	return g_string_free(g_steal_pointer(&text), FALSE);
