@@ -13,6 +13,7 @@
  */
 #include <string.h>
 
+#include "powerfs/text.h"
 #include "powerfs/wakeup.h"
 
 struct wakeup_source {
@@ -528,18 +529,38 @@ static const char stats_header[] =
 	"active_since\ttotal_time\tmax_time\tlast_change\t"
 	"prevent_suspend_time\n";
 
+/* One row, "%-12s\t%lu\t\t...": by hand (text.h), as a listing of many
+ * sources is a row per source. */
 static void print_source(GString *out, const struct wakeup_source *ws)
 {
 	struct wakeup_stats st;
+	gsize len = strlen(ws->name);
+	char nums[9 * (2 + PF_DECIMAL_MAX) + 1], *p = nums;
 
 	wakeup_source_get_stats(ws, &st);
-	g_string_append_printf(out,
-		"%-12s\t%lu\t\t%lu\t\t%lu\t\t%lu\t\t%" G_GINT64_FORMAT
-		"\t\t%" G_GINT64_FORMAT "\t\t%" G_GINT64_FORMAT
-		"\t\t%" G_GINT64_FORMAT "\t\t%" G_GINT64_FORMAT "\n",
-		ws->name, st.active_count, st.event_count, st.wakeup_count,
-		st.expire_count, st.active_time_ms, st.total_time_ms,
-		st.max_time_ms, st.last_change_ms, st.prevent_suspend_time_ms);
+	pf_string_append_len(out, ws->name, len);
+	for (; len < 12; len++)
+		g_string_append_c(out, ' ');
+	*p++ = '\t';
+	p = pf_put_u64(p, st.active_count);
+	memcpy(p, "\t\t", 2);
+	p = pf_put_u64(p + 2, st.event_count);
+	memcpy(p, "\t\t", 2);
+	p = pf_put_u64(p + 2, st.wakeup_count);
+	memcpy(p, "\t\t", 2);
+	p = pf_put_u64(p + 2, st.expire_count);
+	memcpy(p, "\t\t", 2);
+	p = pf_put_i64(p + 2, st.active_time_ms);
+	memcpy(p, "\t\t", 2);
+	p = pf_put_i64(p + 2, st.total_time_ms);
+	memcpy(p, "\t\t", 2);
+	p = pf_put_i64(p + 2, st.max_time_ms);
+	memcpy(p, "\t\t", 2);
+	p = pf_put_i64(p + 2, st.last_change_ms);
+	memcpy(p, "\t\t", 2);
+	p = pf_put_i64(p + 2, st.prevent_suspend_time_ms);
+	*p++ = '\n';
+	pf_string_append_len(out, nums, p - nums);
 }
 
 static gsize digits(guint64 v)
