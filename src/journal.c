@@ -51,7 +51,7 @@
 
 struct caller_info {
 	guint64 pidns;		/* inode of /proc/PID/ns/pid */
-	char *cgroup;		/* from /proc/PID/cgroup, or NULL */
+	GString *fields;	/* its ",\"cgroup\":...,\"pidns\":N" */
 	gint64 checked;		/* monotonic time of the last look */
 };
 
@@ -396,9 +396,18 @@ static const struct caller_info *caller_info(struct journal *j, pid_t pid)
 					first = p + 1;
 			}
 		}
-		if (v2 || first)
-			ci->cgroup = g_strdup(v2 ? v2 : first);
+		if (v2 || first) {
+			const char *cgroup = v2 ? v2 : first;
+
+			/* Made once per caller: these fields are the same in
+			 * every event of a busy writer. */
+			ci->fields = g_string_new(",\"cgroup\":");
+			append_name(ci->fields, cgroup, strlen(cgroup), NULL);
+		}
 	}
+	if (!ci->fields)
+		ci->fields = g_string_new(NULL);
+	append_u64(ci->fields, ",\"pidns\":", ci->pidns);
 	g_hash_table_replace(j->callers, GINT_TO_POINTER(pid), ci);
 	return ci;
 }
@@ -410,20 +419,15 @@ static void append_caller(struct journal *j, GString *out, pid_t pid,
 
 	append_i64(out, ",\"pid\":", pid);
 	append_u64(out, ",\"uid\":", uid);
-	if (!ci)
-		return;
-	if (ci->cgroup) {
-		pf_string_append(out, ",\"cgroup\":");
-		append_name(out, ci->cgroup, strlen(ci->cgroup), NULL);
-	}
-	append_u64(out, ",\"pidns\":", ci->pidns);
+	if (ci)
+		pf_string_append_len(out, ci->fields->str, ci->fields->len);
 }
 
 static void caller_info_free(gpointer data)
 {
 	struct caller_info *ci = data;
 
-	g_free(ci->cgroup);
+	g_string_free(ci->fields, TRUE);
 	g_free(ci);
 }
 
