@@ -142,21 +142,20 @@ static char *put_i64(char *p, gint64 v)
 
 static void append_record(GString *out, const struct wakeup_record *r)
 {
+	const guint64 counts[] = { r->active_count, r->event_count,
+				   r->relax_count, r->wakeup_count,
+				   r->expire_count };
+	const gint64 times[] = { r->total_time, r->max_time, r->last_time,
+				 r->start_prevent_time, r->prevent_sleep_time,
+				 r->expires };
 	char line[RECORD_MAX], *p = line;
 
 	/* Built on the stack, appended at once: one GString call a line. */
 	p = put_i64(p, r->active);
-	p = put_u64(p, r->active_count);
-	p = put_u64(p, r->event_count);
-	p = put_u64(p, r->relax_count);
-	p = put_u64(p, r->wakeup_count);
-	p = put_u64(p, r->expire_count);
-	p = put_i64(p, r->total_time);
-	p = put_i64(p, r->max_time);
-	p = put_i64(p, r->last_time);
-	p = put_i64(p, r->start_prevent_time);
-	p = put_i64(p, r->prevent_sleep_time);
-	p = put_i64(p, r->expires);
+	for (guint i = 0; i < G_N_ELEMENTS(counts); i++)
+		p = put_u64(p, counts[i]);
+	for (guint i = 0; i < G_N_ELEMENTS(times); i++)
+		p = put_i64(p, times[i]);
 	*p++ = '\n';
 	pf_string_append_len(out, line, p - line);
 }

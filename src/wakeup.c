@@ -529,38 +529,47 @@ static const char stats_header[] =
 	"active_since\ttotal_time\tmax_time\tlast_change\t"
 	"prevent_suspend_time\n";
 
+/* Room for a row's numbers with their tabs, and the newline. */
+#define ROW_NUMBERS_MAX (9 * (2 + PF_DECIMAL_MAX) + 1)
+
+/* "\tN\t\tN...N\n" at p; returns the end. */
+static char *put_row_numbers(char *p, const struct wakeup_stats *st)
+{
+	const gulong counts[] = { st->active_count, st->event_count,
+				  st->wakeup_count, st->expire_count };
+	const gint64 times[] = { st->active_time_ms, st->total_time_ms,
+				 st->max_time_ms, st->last_change_ms,
+				 st->prevent_suspend_time_ms };
+
+	*p++ = '\t';
+	for (guint i = 0; i < G_N_ELEMENTS(counts); i++) {
+		p = pf_put_u64(p, counts[i]);
+		memcpy(p, "\t\t", 2);
+		p += 2;
+	}
+	for (guint i = 0; i < G_N_ELEMENTS(times); i++) {
+		p = pf_put_i64(p, times[i]);
+		memcpy(p, "\t\t", 2);
+		p += 2;
+	}
+	p[-2] = '\n';		/* the last field ends the row */
+	return p - 1;
+}
+
 /* One row, "%-12s\t%lu\t\t...": by hand (text.h), as a listing of many
  * sources is a row per source. */
 static void print_source(GString *out, const struct wakeup_source *ws)
 {
 	struct wakeup_stats st;
 	gsize len = strlen(ws->name);
-	char nums[9 * (2 + PF_DECIMAL_MAX) + 1], *p = nums;
+	char nums[ROW_NUMBERS_MAX], *end;
 
 	wakeup_source_get_stats(ws, &st);
+	end = put_row_numbers(nums, &st);
 	pf_string_append_len(out, ws->name, len);
 	for (; len < 12; len++)
 		g_string_append_c(out, ' ');
-	*p++ = '\t';
-	p = pf_put_u64(p, st.active_count);
-	memcpy(p, "\t\t", 2);
-	p = pf_put_u64(p + 2, st.event_count);
-	memcpy(p, "\t\t", 2);
-	p = pf_put_u64(p + 2, st.wakeup_count);
-	memcpy(p, "\t\t", 2);
-	p = pf_put_u64(p + 2, st.expire_count);
-	memcpy(p, "\t\t", 2);
-	p = pf_put_i64(p + 2, st.active_time_ms);
-	memcpy(p, "\t\t", 2);
-	p = pf_put_i64(p + 2, st.total_time_ms);
-	memcpy(p, "\t\t", 2);
-	p = pf_put_i64(p + 2, st.max_time_ms);
-	memcpy(p, "\t\t", 2);
-	p = pf_put_i64(p + 2, st.last_change_ms);
-	memcpy(p, "\t\t", 2);
-	p = pf_put_i64(p + 2, st.prevent_suspend_time_ms);
-	*p++ = '\n';
-	pf_string_append_len(out, nums, p - nums);
+	pf_string_append_len(out, nums, end - nums);
 }
 
 static gsize digits(guint64 v)

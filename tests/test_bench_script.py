@@ -1,0 +1,50 @@
+"""scripts/bench runs as the README shows it: a smoke run of one round of
+its pair rows, with the README's own variants.
+
+The bench is a measuring tool (its figures are not asserted here: timed
+tests would fail on a busy machine); this checks that the command the
+README's Performance section shows works, prints both floors and every
+variant, and leaves nothing mounted behind.
+"""
+
+import re
+import shlex
+import subprocess
+
+import pytest
+
+import conftest
+
+
+def readme_bench_command():
+    """The scripts/bench command in README.md's Performance section."""
+    text = (conftest.REPO / "README.md").read_text()
+    section = text[text.index("\n## Performance\n"):]
+    section = section[:section.index("\n## ", 1)]
+    blocks = re.findall(r"\n```\n(scripts/bench .*?)\n```\n", section, re.S)
+    assert len(blocks) == 1, "README's Performance shows no single bench command"
+    return shlex.split(blocks[0].replace("\\\n", " "))
+
+
+@pytest.mark.timeout(300)
+def test_the_readmes_bench_command_runs():
+    argv = readme_bench_command()
+    variants = [a.split("=", 1)[0] for a in argv[argv.index("--variant") + 1::2]
+                if "=" in a]
+    assert variants, argv
+    # One round of rows 1 and 2 only: the rest is what a full run adds.
+    r = subprocess.run(argv + ["--pairs-only", "--rounds", "1"], cwd=conftest.REPO,
+                       capture_output=True, text=True, timeout=280)
+    out = r.stdout
+    assert r.returncode == 0, out + r.stderr
+    assert re.search(r"\n1 +lock\+unlock pair, 1 client +us/pair +\d", out), out
+    assert re.search(r"\n +single-threaded floor \(right col\.\) +us/pair +\d", out), out
+    assert re.search(r"\n2 +pairs, 4 clients in parallel +pairs/s +\d", out), out
+    for v in variants:
+        assert re.search(r"\n +variant %s \(right col\.\), 1 client +us/pair +\d"
+                         % re.escape(v), out), (v, out)
+        assert re.search(r"\n +variant %s \(right col\.\), 4 clients +pairs/s +\d"
+                         % re.escape(v), out), (v, out)
+    assert re.search(r"\nbench: \d of 2 targets met", out), out
+    with open("/proc/self/mounts") as f:
+        assert "/powerfs-bench." not in f.read()
