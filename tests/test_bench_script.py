@@ -16,19 +16,24 @@ import pytest
 import conftest
 
 
-def readme_bench_command():
-    """The scripts/bench command in README.md's Performance section."""
+def readme_bench_commands():
+    """The commands of the code block in README.md's Performance section:
+    the build of a variant, then scripts/bench."""
     text = (conftest.REPO / "README.md").read_text()
     section = text[text.index("\n## Performance\n"):]
     section = section[:section.index("\n## ", 1)]
-    blocks = re.findall(r"\n```\n(scripts/bench .*?)\n```\n", section, re.S)
-    assert len(blocks) == 1, "README's Performance shows no single bench command"
-    return shlex.split(blocks[0].replace("\\\n", " "))
+    blocks = re.findall(r"\n```\n(.*?\nscripts/bench .*?)\n```\n", section, re.S)
+    assert len(blocks) == 1, "README's Performance shows no single bench block"
+    build, bench = blocks[0].split("\nscripts/bench ", 1)
+    return build, shlex.split("scripts/bench " + bench.replace("\\\n", " "))
 
 
 @pytest.mark.timeout(300)
-def test_the_readmes_bench_command_runs():
-    argv = readme_bench_command()
+def test_the_readmes_bench_commands_run():
+    build, argv = readme_bench_commands()
+    r = subprocess.run(build, shell=True, cwd=conftest.REPO, capture_output=True,
+                       text=True, timeout=200)
+    assert r.returncode == 0, r.stdout + r.stderr
     variants = [a.split("=", 1)[0] for a in argv[argv.index("--variant") + 1::2]
                 if "=" in a]
     assert variants, argv
