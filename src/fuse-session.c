@@ -46,16 +46,17 @@ struct pf_mount {
 
 /* Readers per mount.  More than one lets a reader wait in read(2) while
  * another processes, as in libfuse's multithreaded loop.  Measured with
- * scripts/bench --variant on 2 busy CPUs (README, Performance), two readers
- * cost 7-57 % more CPU per lock+unlock pair in every run: the kernel wakes
- * its readers in turn, so every request wakes a thread that slept, where a
- * lone reader often finds the next request already queued.  They gave more
- * throughput with four clients in four runs of five (up to 1.8 times) and
- * no steady change in one-client time.  One, for the CPU; a build option
- * (CPPFLAGS=-DPF_SESSION_READERS=2) to weigh it again.  With more than one,
- * requests may be processed in another order than read, as in libfuse's
- * multithreaded loop (which pairs an INTERRUPT with a request it has not
- * seen yet). */
+ * scripts/bench --variant (README, Performance): on the 2-CPU development
+ * VM two readers gave no better one-client time and less four-client
+ * throughput (83,118 against 89,249 pairs/s) for more CPU per pair; on a
+ * busier machine earlier, more four-client throughput in four runs of
+ * five, and 7-57 % more CPU per pair in all five: the kernel wakes its
+ * readers in turn, so every request wakes a thread that slept, where a
+ * lone reader often finds the next request already queued.  One, then; a
+ * build option to weigh it again (the README's command builds it).  With
+ * more than one, requests may be processed in another order than read, as
+ * in libfuse's multithreaded loop (which pairs an INTERRUPT with a request
+ * it has not seen yet). */
 #ifndef PF_SESSION_READERS
 #define PF_SESSION_READERS 1
 #endif
