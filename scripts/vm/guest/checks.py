@@ -235,8 +235,12 @@ def timed_read(path=None, fd=None, timeout=10):
     op = Op(fn)
     res = op.wait(timeout)
     if res is None:
+        # Where the child waits, for the report: the kernel's stack names
+        # the FUSE wait or the lock it is stuck on.
+        where = " | ".join(l.split(" ", 1)[-1] for l in
+                           (read_file(f"/proc/{op.pid}/stack") or "").split("\n")[:8] if l)
         op.kill()
-        return None, f"no answer within {timeout:.0f} s"
+        return None, f"no answer within {timeout:.0f} s (kernel stack: {where or '?'})"
     if res.get("ok"):
         return res["value"], "read " + repr(res["value"])
     return None, res.get("errno") or res.get("error")
@@ -863,6 +867,10 @@ def kill_and_watch(c, what):
         raise Fail(f"the unit did not start: {props} {r.stderr.strip()!r}")
     st = os.path.join(UNIT_MNT, "state")
     wc = os.path.join(UNIT_MNT, "wakeup_count")
+    # A name no client here touches around the kill: on Linux before 6.9 a
+    # lookup of state that the killed server had taken leaves that name
+    # hung for every later opener (see check_unit_restart).
+    other = os.path.join(UNIT_MNT, "autosleep")
     old_fd = os.open(st, os.O_RDONLY)
     write_file(os.path.join(UNIT_MNT, "wake_lock"), f"vmtest-{what}\n")
     reader = subprocess.Popen(["cat", wc], stdout=subprocess.PIPE,
@@ -887,7 +895,7 @@ def kill_and_watch(c, what):
         p = unit_show("ActiveState", "MainPID", "NRestarts")
         return (p.get("ActiveState") == "active" and int(p.get("NRestarts", 0)) > n0
                 and int(p.get("MainPID", 0)) not in (0, pid0)
-                and timed_read(st, timeout=5)[0])
+                and timed_read(other, timeout=5)[0])
     came_back = wait_for(back, 30, 0.3)
     open("/run/vmtest/probe-stop", "w").close()
     # A client whose request the killed server had read is never answered
@@ -913,10 +921,12 @@ def kill_and_watch(c, what):
     _, old = timed_read(fd=old_fd, timeout=10)
     os.close(old_fd)
     _, fresh = timed_read(st, timeout=10)
+    _, fresh_other = timed_read(other, timeout=10)
     after = unit_show("ActiveState", "MainPID", "NRestarts", "Result")
     return {"came_back": came_back, "probe": [s for s in seen if s],
             "reader": (reader.returncode, rout.strip(), rerr.strip()),
-            "old_fd": old, "fresh": fresh, "before": props, "after": after}
+            "old_fd": old, "fresh": fresh, "fresh_other": fresh_other,
+            "before": props, "after": after}
 
 
 def check_unit_restart(c):
@@ -924,7 +934,24 @@ def check_unit_restart(c):
     w = kill_and_watch(c, "g2")
     c.expect("Restart=on-failure: the unit is active again after kill -9",
              w["came_back"], f"{w['before']} -> {w['after']}")
-    c.expect("the mount serves again", w["fresh"].startswith("read"), w["fresh"])
+    # Every lookup answers a new inode (fs.c), so each open of a name
+    # looks it up with the dentry "in lookup", and other openers of that
+    # name wait for that lookup, uninterruptibly (d_alloc_parallel).  If
+    # the killed server had read that LOOKUP, a kernel without
+    # FUSE_NOTIFY_RESEND never finishes it: the name stays hung until the
+    # mount goes (README, Crashes).  Seen once in five runs: every new open
+    # of state hung after the restart, the probe (opening state every
+    # 20 ms) had hung at the kill.  Such an open's kernel stack says it;
+    # the rest of the mount must still serve.
+    lost_lookup = any(f in w["fresh"] for f in ("d_alloc_parallel", "d_wait_lookup",
+                                                 "__lookup_slow"))
+    if lost_lookup:
+        c.note("state, whose lookup the killed server had taken, stays hung "
+               f"(Linux before 6.9): {w['fresh']}")
+    else:
+        c.expect("the mount serves again", w["fresh"].startswith("read"), w["fresh"])
+    c.expect("another name serves after the restart", w["fresh_other"].startswith("read"),
+             w["fresh_other"])
     c.note(f"a client polling state saw: {', '.join(w['probe'])} (seconds: outcome)")
     c.note(f"a wakeup_count reader blocked at the kill: exit {w['reader'][0]}, "
            f"stdout {w['reader'][1]!r}, stderr {w['reader'][2]!r}")
