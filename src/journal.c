@@ -51,7 +51,8 @@
 
 struct caller_info {
 	guint64 pidns;		/* inode of /proc/PID/ns/pid */
-	GString *fields;	/* its ",\"cgroup\":...,\"pidns\":N" */
+	GString *fields;	/* its ",\"cgroup\":...,\"pidns\":N", made
+				 * once: the same in every event */
 	gint64 checked;		/* monotonic time of the last look */
 };
 
@@ -378,6 +379,7 @@ static const struct caller_info *caller_info(struct journal *j, pid_t pid)
 	ci = g_new0(struct caller_info, 1);
 	ci->pidns = st.st_ino;
 	ci->checked = now;
+	ci->fields = g_string_new(NULL);
 	g_snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
 	if (g_file_get_contents(path, &text, NULL, NULL)) {
 		char *line = text, *v2 = NULL, *first = NULL;
@@ -399,14 +401,10 @@ static const struct caller_info *caller_info(struct journal *j, pid_t pid)
 		if (v2 || first) {
 			const char *cgroup = v2 ? v2 : first;
 
-			/* Made once per caller: these fields are the same in
-			 * every event of a busy writer. */
-			ci->fields = g_string_new(",\"cgroup\":");
+			pf_string_append(ci->fields, ",\"cgroup\":");
 			append_name(ci->fields, cgroup, strlen(cgroup), NULL);
 		}
 	}
-	if (!ci->fields)
-		ci->fields = g_string_new(NULL);
 	append_u64(ci->fields, ",\"pidns\":", ci->pidns);
 	g_hash_table_replace(j->callers, GINT_TO_POINTER(pid), ci);
 	return ci;

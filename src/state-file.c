@@ -70,10 +70,12 @@
 
 #define FORMAT 2
 #define COMPACT_FACTOR 4
-/* A lock+unlock pair adds about 330 bytes: at 256 KiB a compaction (a new
- * file, its blocks, a rename) comes every 800 pairs of churn.  At 64 KiB
- * it came every 200, and with the log on ext4 that cost 0.5 us of server
- * CPU per pair more (12.4 against 11.9 us, 21 alternating rounds). */
+/* A lock+unlock pair adds two lock lines and a counts line: about 150
+ * bytes for a short name, 520 for a 100-byte one (bench-state-file).  So
+ * 256 KiB holds 500 to 1,700 pairs of churn between compactions (a new
+ * file, its blocks, a rename), four times what 64 KiB held; with the log
+ * on ext4 that took the server's CPU per pair from 12.4 to 11.9 us (21
+ * alternating rounds). */
 #define COMPACT_MIN (256 * 1024)
 /* A name comes from one write: at most a page. */
 #define NAME_MAX_BYTES 4096
@@ -90,7 +92,7 @@ struct state_file {
 	gsize log_bytes;	/* its lines: the padding starts there */
 	/* The sources that changed since the last flush: the first in
 	 * dirty_one, any others in dirty.  A request changes one source, and
-	 * a set for it cost more than its line. */
+	 * a set for it cost about as much as its line (callgrind). */
 	struct wakeup_source *dirty_one;
 	GHashTable *dirty;
 	gboolean counts_dirty;	/* a source changed: the counters moved */
@@ -355,8 +357,8 @@ void state_file_flush(struct state_file *sf)
 
 	if (!sf || !sf->map)
 		return;
-	if (!sf->dirty_one && !sf->counts_dirty && !sf->globals_dirty &&
-	    !sf->out->len)
+	if (!sf->dirty_one && !g_hash_table_size(sf->dirty) &&
+	    !sf->counts_dirty && !sf->globals_dirty && !sf->out->len)
 		return;
 	if (sf->dirty_one)
 		append_source(sf, sf->dirty_one);
