@@ -492,17 +492,26 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 
-def drop_effective_cap(cap):
-    """Remove cap from this process's effective set (keeps it permitted)."""
+def set_effective_cap(cap, on):
+    """Put cap into this thread's effective set (from the permitted set), or
+    take it out (it stays permitted)."""
     hdr = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
     if _libc.capget(ctypes.byref(hdr), data) != 0:
         e = ctypes.get_errno()
         raise OSError(e, "capget: " + os.strerror(e))
-    data[cap // 32].effective &= ~(1 << (cap % 32)) & 0xffffffff
+    if on:
+        data[cap // 32].effective |= 1 << (cap % 32)
+    else:
+        data[cap // 32].effective &= ~(1 << (cap % 32)) & 0xffffffff
     if _libc.capset(ctypes.byref(hdr), data) != 0:
         e = ctypes.get_errno()
         raise OSError(e, "capset: " + os.strerror(e))
+
+
+def drop_effective_cap(cap):
+    """Remove cap from this process's effective set (keeps it permitted)."""
+    set_effective_cap(cap, False)
 
 
 def effective_caps():

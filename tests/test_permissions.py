@@ -9,7 +9,8 @@ import pytest
 
 from conftest import (CAP_BLOCK_SUSPEND, ChildSetupError, effective_caps,
                       open_close, open_read_close, open_write_close,
-                      raises_errno, run_in_child, unshare_as_root)
+                      raises_errno, run_in_child, set_effective_cap,
+                      unshare_as_root)
 
 CAP_SYS_ADMIN = 21
 USER = dict(uid=1000, gid=1000, groups=[])
@@ -56,6 +57,40 @@ def test_unlock_without_cap_leaves_the_lock(pfs):
         assert pfs.read("wake_lock") == b"capheld\n"
     finally:
         pfs.unlock("capheld")
+
+
+def writes_with_cap_switched(path, writes):
+    """On one fd, each (data, on) of writes: the capability put into or
+    taken out of this thread's effective set, then the write.  Returns each
+    write's count or errno name."""
+    out = []
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        for data, on in writes:
+            set_effective_cap(CAP_BLOCK_SUSPEND, on)
+            assert bool(effective_caps() & (1 << CAP_BLOCK_SUSPEND)) == on
+            try:
+                out.append(os.write(fd, data))
+            except OSError as e:
+                out.append(errno.errorcode[e.errno])
+    finally:
+        os.close(fd)
+    return out
+
+
+def test_capability_is_checked_at_each_write(pfs):
+    # tests/oracle/cases/d1-cap-per-write.sh: the kernel checks the writing
+    # thread's capability at every write, not at open (FINDINGS.md, D).
+    # One thread, one fd: an answer remembered from its first write would
+    # let the second through.
+    switched = [(b"d1a", True), (b"d1b", False), (b"d1c", True)]
+    assert run_in_child(writes_with_cap_switched, pfs.path("wake_lock"),
+                        switched) == [3, "EPERM", 3]
+    assert pfs.read("wake_lock") == b"d1a d1c\n"
+    switched = [(b"d1a", True), (b"d1c", False), (b"d1c", True)]
+    assert run_in_child(writes_with_cap_switched, pfs.path("wake_unlock"),
+                        switched) == [3, "EPERM", 3]
+    assert pfs.read("wake_lock") == b"\n"
 
 
 def test_other_files_need_no_capability(pfs):

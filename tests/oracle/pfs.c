@@ -41,6 +41,8 @@
  *       wr:DATA          write() DATA on this fd (escapes as for w)
  *       w:PATH:DATA      open PATH O_WRONLY, write DATA, close (e.g. take a lock in between)
  *       sleep:MS         wait MS milliseconds
+ *       eff:-N, eff:+N   remove capability N from this thread's effective set, or put
+ *                        it back (from the permitted set), with capset(2)
  *   pfs blk METHOD FILE [restart|norestart]
  *                             a blocking read of FILE through METHOD (read, pread@OFF,
  *                             sendfile, sendfile@OFF, splice, splice@OFF) of 4096 bytes;
@@ -465,6 +467,17 @@ static int do_seq(int argc, char **argv, char *buf, char *data)
 			printf("write(%s, ", arg); show(data, n); printf(", %ld)", n);
 			res(r);
 			close(wfd);
+		} else if (!strcmp(op, "eff")) {
+			struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+			struct __user_cap_data_struct d[2];
+			int c = atoi(arg + 1);
+			syscall(SYS_capget, &h, d);
+			if (arg[0] == '-')
+				d[c / 32].effective &= ~(1u << (c % 32));
+			else
+				d[c / 32].effective |= 1u << (c % 32);
+			printf("capset(effective %c%d)", arg[0], c);
+			res(syscall(SYS_capset, &h, d));
 		} else if (!strcmp(op, "sleep")) {
 			usleep(atol(arg) * 1000);
 			printf("slept %s ms\n", arg);
