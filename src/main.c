@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -866,6 +867,20 @@ static void keeper_ready(void)
 	report_ready();
 }
 
+/* A keeper starts its server, and a server whose keeper died becomes the
+ * keeper, by executing /proc/self/exe, which the kernel names "exe": that
+ * is what ps, top, pgrep -x and /proc/PID/comm would show.  Such a process
+ * takes back the name the command was started with. */
+static void keep_command_name(const char *argv0)
+{
+	g_autofree char *comm = NULL;
+	g_autofree char *name = g_path_get_basename(argv0);
+
+	if (g_file_get_contents("/proc/self/comm", &comm, NULL, NULL) &&
+	    !strcmp(g_strchomp(comm), "exe"))
+		prctl(PR_SET_NAME, name);
+}
+
 int main(int argc, char **argv)
 {
 	g_auto(GStrv) given = g_strdupv(argv);
@@ -877,6 +892,7 @@ int main(int argc, char **argv)
 	struct conns c;
 	int status;
 
+	keep_command_name(argv[0]);
 	parse_options(&argc, &argv);
 	pf_log_setup(opt.debug, g_getenv("POWERFS_SYSLOG") != NULL);
 	if (opt.debug)

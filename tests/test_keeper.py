@@ -340,6 +340,34 @@ def test_the_keeper_killed_its_server_keeps_the_mount():
         p.force_cleanup()
 
 
+def comm(pid):
+    with open(f"/proc/{pid}/comm", "rb") as f:
+        return f.read()
+
+
+def test_every_process_keeps_the_command_name():
+    """The server, and the server that becomes the keeper, are executed as
+    /proc/self/exe: they must still be "powerfs" for ps, top and pgrep."""
+    name = os.path.basename(POWERFS).encode() + b"\n"
+    p = Powerfs().start()
+    try:
+        server = p.server_pid()
+        assert (comm(p.proc.pid), comm(server)) == (name, name)
+        pgrep = subprocess.run(["pgrep", "-x", name.strip()],
+                               capture_output=True, check=True).stdout
+        assert {p.proc.pid, server} <= set(map(int, pgrep.split()))
+        os.kill(p.proc.pid, signal.SIGKILL)
+        p.proc.wait(5)
+        assert wait_until(lambda: children(server), timeout=5), p.log()
+        new_server = children(server)[0]
+        assert (comm(server), comm(new_server)) == (name, name)
+        os.kill(server, signal.SIGTERM)
+        assert wait_until(lambda: gone(server) and gone(new_server), timeout=5)
+    finally:
+        _live.discard(p)
+        p.force_cleanup()
+
+
 def test_a_crash_loop_ends_with_a_clear_error():
     """A server that crashes by itself again and again (here SIGSEGV from
     outside) is not restarted for ever: the keeper gives up, unmounts and
