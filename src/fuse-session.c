@@ -89,13 +89,17 @@ static GMutex loop_lock;
 static gint poll_unlocked(GPollFD *fds, guint nfds, gint timeout)
 {
 	static gint64 held_since;
-	gint ret;
+	gint ret, err;
 
 	pf_loop_hold_end(held_since, PF_HOLD_MAIN_LOOP);
 	g_mutex_unlock(&loop_lock);
 	ret = g_poll(fds, nfds, timeout);
+	err = errno;
 	g_mutex_lock(&loop_lock);
 	held_since = pf_loop_hold_start();
+	/* GLib reads poll's errno (EINTR is no error): a futex wait for the
+	 * lock may have set it to EAGAIN. */
+	errno = err;
 	return ret;
 }
 
