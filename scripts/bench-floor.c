@@ -10,6 +10,11 @@
  * already blocked in read(2) when the next request comes: the fastest
  * do-nothing server this libfuse makes, and the floor that counts.
  * --mt-clone adds clone_fd (one cloned /dev/fuse fd per worker).
+ * --capget (with any loop) makes each write do the one thing the kernel's
+ * contract asks of every server of wake_lock: read the writer's
+ * capabilities (capget(2) of the requesting thread), as the kernel checks
+ * CAP_BLOCK_SUSPEND at each write (tests/oracle, case d1).  The answer is
+ * not used: that floor measures what the check costs, nothing else.
  *
  * Every write returns its length and does nothing.  Reads return "0\n",
  * except wakeup_sources, which returns a canned table of
@@ -21,11 +26,12 @@
  * fuse_session_receive_buf() + fuse_session_process_buf().  That variant is
  * an information row of the bench: what polling itself costs.
  *
- * Usage: bench-floor [--sources=N] [--poll|--mt|--mt-clone] MOUNTPOINT   (foreground;
+ * Usage: bench-floor [--sources=N] [--poll|--mt|--mt-clone] [--capget] MOUNTPOINT   (foreground;
  * SIGTERM or fusermount3 -u to stop).  Built and run by scripts/bench.
  */
 #define FUSE_USE_VERSION 34
 #include <fuse_lowlevel.h>
+#include <linux/capability.h>
 #include <linux/fuse.h>
 
 #include <errno.h>
@@ -35,7 +41,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define CACHE_SECONDS 3600.0
 
@@ -193,10 +201,21 @@ static void fl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			       size < len - off ? size : len - off);
 }
 
+static int check_capability;
+
 static void fl_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		     size_t size, off_t off, struct fuse_file_info *fi)
 {
 	(void)ino, (void)buf, (void)off, (void)fi;
+	if (check_capability) {
+		struct __user_cap_header_struct hdr = {
+			.version = _LINUX_CAPABILITY_VERSION_3,
+			.pid = fuse_req_ctx(req)->pid,
+		};
+		struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+
+		syscall(SYS_capget, &hdr, data);
+	}
 	fuse_reply_write(req, size);
 }
 
@@ -260,12 +279,14 @@ int main(int argc, char **argv)
 			use_mt = 1;
 		else if (!strcmp(argv[i], "--mt-clone"))
 			use_mt = clone_fd = 1;
+		else if (!strcmp(argv[i], "--capget"))
+			check_capability = 1;
 		else
 			mountpoint = argv[i];
 	}
 	if (!mountpoint) {
 		fprintf(stderr, "usage: %s [--sources=N] [--poll|--mt|--mt-clone] "
-			"MOUNTPOINT\n",
+			"[--capget] MOUNTPOINT\n",
 			argv[0]);
 		return 2;
 	}

@@ -50,6 +50,12 @@ def test_the_readmes_bench_commands_run():
                          r"single-threaded loop|MT loop with clone_fd|poll loop) "
                          r"+(us/pair|pairs/s) +\d", out)
     assert [unit for _, unit in fastest] == ["us/pair", "pairs/s"], out
+    # The floor that checks each writer's capability, as the kernel does.
+    assert len(re.findall(r"\n +MT floor \+ capget per write \(the kernel's "
+                          r"check\) \(right col\.\) +(?:us/pair|pairs/s) +\d",
+                          out)) == 2, out
+    assert re.findall(r"\n +powerfs vs the MT floor with capget +(us/pair|pairs/s) +\d",
+                      out) == ["us/pair", "pairs/s"], out
     for v in variants:
         assert re.search(r"\n +variant %s \(right col\.\), 1 client +us/pair +\d"
                          % re.escape(v), out), (v, out)
