@@ -26,8 +26,8 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 
 CORE := clock journal wakeup wakelock suspend autosleep power backend-simulate
-DAEMON := $(CORE) backend-sysfs backend-logind state-file metrics caps attrs loop-hold fuse-session fs class-wakeup keeper log main
-UNIT_TESTS := test-wakeup test-wakelock test-autosleep test-metrics
+DAEMON := $(CORE) backend-sysfs backend-logind state-file metrics caps attrs loop-hold inflight fuse-session fs class-wakeup keeper log main
+UNIT_TESTS := test-wakeup test-wakelock test-autosleep test-metrics test-inflight
 
 core_objs = $(patsubst %,$(BUILD)/%.o,$(CORE))
 daemon_objs = $(patsubst %,$(BUILD)/%.o,$(DAEMON))
@@ -54,6 +54,7 @@ $(BUILD)/test-%: tests/unit/test-%.c $(core_objs) | $(BUILD)
 
 # The Prometheus text is drawn from the core alone.
 $(BUILD)/test-metrics: $(BUILD)/metrics.o
+$(BUILD)/test-inflight: $(BUILD)/inflight.o
 
 $(BUILD):
 	mkdir -p $@

@@ -268,6 +268,12 @@ struct pf_session *pf_session_serve(const struct fuse_lowlevel_ops *ops,
 	return fake_session_new(adopt, userdata);
 }
 
+gboolean pf_session_replaying(const struct pf_session *ps)
+{
+	(void)ps;
+	return FALSE;
+}
+
 void pf_session_stop(struct pf_session *ps)
 {
 	(void)ps;

@@ -532,7 +532,9 @@ static int stat_last_failed_step_show(struct power *pw, GString *out)
 			.show = stat_##n##_show }
 
 static const struct pf_attr attrs[] = {
-	FILE_RW(state),
+	{ .name = "state", .parent = ROOT, .mode = S_IFREG | 0644,
+	  .size = 4096, .show = state_show, .store = state_store,
+	  .not_twice = TRUE },
 	FILE_RW_READ_BY(wakeup_count),
 	FILE_RW(autosleep),
 	FILE_RW(wake_lock),

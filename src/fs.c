@@ -668,6 +668,13 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	memcpy(text, buf, len);
 	text[len] = '\0';
 
+	if (n->attr->not_twice && pf_session_replaying(fs->session)) {
+		g_warning("a write of %s that the previous server had taken "
+			  "and not answered is refused with EBUSY, not done "
+			  "again (pid %d)", node_name(n), caller.pid);
+		reply_store(req, -EBUSY);
+		return;
+	}
 	/* Most stores answer at once: reuse one spare record until a store
 	 * keeps it (PF_PENDING). */
 	p = fs->spare ? fs->spare : g_new0(struct parked, 1);

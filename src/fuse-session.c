@@ -8,7 +8,11 @@
  * successor replays it to libfuse (whose answer the kernel, long done with
  * INIT, refuses harmlessly), then asks the kernel to send again every
  * request the dead server had read and not answered (FUSE_NOTIFY_RESEND,
- * Linux 6.9).  The kernel still knows the dead server's open files: their
+ * Linux 6.9).  Before 6.9 the kernel cannot: the successor processes those
+ * requests again from the copies the dead server kept in the same file
+ * (inflight.c), which is why replies go through our own writev
+ * (fuse_session_custom_io): it drops a request's copy once its answer is
+ * written.  The kernel still knows the dead server's open files: their
  * handles are keys of a table here, and a handle this server never gave out
  * gets a fresh record (pf_session_adopt_func).
  *
@@ -28,12 +32,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <gio/gio.h>
 #include <glib-unix.h>
 #include <linux/fuse.h>
 
 #include "powerfs/fuse-session.h"
+#include "powerfs/inflight.h"
 #include "powerfs/loop-hold.h"
 
 /* Not in Debian 12's linux/fuse.h (Linux 6.9, protocol 7.40). */
@@ -60,12 +66,15 @@ struct pf_mount {
 #ifndef PF_SESSION_READERS
 #define PF_SESSION_READERS 1
 #endif
+G_STATIC_ASSERT(PF_SESSION_READERS <= PF_INFLIGHT_READERS);
 
 struct pf_reader {
 	struct pf_session *ps;
 	pthread_t thread;
 	struct fuse_buf buf;	/* the thread's own */
+	gboolean buf_mapped;	/* in the session file (inflight.c) */
 	gboolean started;
+	gint done;		/* the thread is leaving */
 };
 
 struct pf_session {
@@ -73,8 +82,14 @@ struct pf_session {
 	char *name;		/* the mount point, for messages */
 	struct pf_reader readers[PF_SESSION_READERS];
 	gint ended;		/* a reader has queued session_ended() */
+	gint stopping;		/* readers are asked to leave */
 	int session_fd;		/* where the INIT request is kept, or -1 */
 	gboolean init_saved;
+	int fd;			/* our copy of the /dev/fuse descriptor */
+	struct pf_inflight *inflight;	/* requests read, not answered */
+	GPtrArray *left;	/* a dead server's, to process again */
+	GArray *refused;	/* ids of those processed again too often */
+	gboolean replaying;
 	pf_session_adopt_func adopt;
 	void *userdata;
 	GSourceFunc on_unmounted;
@@ -85,6 +100,11 @@ struct pf_session {
 };
 
 static GMutex loop_lock;
+
+/* The sessions being served, for io_writev(), which libfuse gives only the
+ * descriptor: set and cleared by the main thread, with no reader running. */
+#define MAX_SESSIONS 4
+static struct pf_session *sessions[MAX_SESSIONS];
 
 static gint poll_unlocked(GPollFD *fds, guint nfds, gint timeout)
 {
@@ -258,26 +278,44 @@ static guint32 request_opcode(const struct fuse_buf *buf, int len)
 	return in->opcode;
 }
 
-/* Cancellation (pf_session_stop) may only strike while the thread waits
- * in read(2) for the next request, as in libfuse's own loop: never while
- * it holds the loop lock or is inside GLib.  Nothing in this frame may have
- * its address taken (save_init() stays out of line; no
- * g_atomic_int_compare_and_exchange(), whose macro takes a local's
- * address): the unwinding of a cancellation skips the frame's epilogue,
- * and under AddressSanitizer the poisoned guard zones of such a frame would
- * stay on the stack and fail the thread's exit (make check SANITIZE=1). */
+static guint64 request_unique(const struct fuse_buf *buf, int len)
+{
+	const struct fuse_in_header *in = buf->mem;
+
+	if ((buf->flags & FUSE_BUF_IS_FD) || len < (int)sizeof(*in))
+		return 0;
+	return in->unique;
+}
+
+/* Readers are stopped with a signal, not with pthread_cancel(): this
+ * glibc can act on a cancellation just after read(2) returned a request,
+ * which the kernel then counts as taken while nobody has it, kept
+ * (inflight.c) or answered.  A signal interrupts only a read that still
+ * waits: a request already read is returned, and kept, and the reader sees
+ * "stopping" next.  The signal has a handler that does nothing, without
+ * SA_RESTART, so that the read fails with EINTR. */
+#define WAKE_SIGNAL SIGRTMIN
+
+static void on_wake_signal(int sig)
+{
+	(void)sig;
+}
+
 static void *serve(void *data)
 {
 	struct pf_reader *r = data;
 	struct pf_session *ps = r->ps;
 	gint64 held_since;
-	int res;
+	sigset_t wake;
+	int res = 0;
 
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-	for (;;) {
-		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+	sigemptyset(&wake);
+	sigaddset(&wake, WAKE_SIGNAL);
+	pthread_sigmask(SIG_UNBLOCK, &wake, NULL);
+	while (!g_atomic_int_get(&ps->stopping)) {
 		res = fuse_session_receive_buf(ps->se, &r->buf);
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+		if (g_atomic_int_get(&ps->stopping))
+			break;
 		if (res == -EINTR || res == -EAGAIN)
 			continue;
 		if (res <= 0 || fuse_session_exited(ps->se))
@@ -286,15 +324,19 @@ static void *serve(void *data)
 		g_mutex_lock(&loop_lock);
 		held_since = pf_loop_hold_start();
 		fuse_session_process_buf(ps->se, &r->buf);
+		pf_inflight_processed(ps->inflight,
+				      request_unique(&r->buf, res));
 		pf_loop_hold_end(held_since, request_opcode(&r->buf, res));
 		g_mutex_unlock(&loop_lock);
 	}
-	if (res < 0)
+	if (res < 0 && res != -EINTR)
 		g_warning("reading /dev/fuse: %s", g_strerror(-res));
-	/* The first reader out tells the main loop, once; it stops the
-	 * others (pf_session_stop). */
-	if (g_atomic_int_add(&ps->ended, 1) == 0)
+	/* The first reader out by itself (the mount went) tells the main
+	 * loop, once; it stops the others (pf_session_stop). */
+	if (!g_atomic_int_get(&ps->stopping) &&
+	    g_atomic_int_add(&ps->ended, 1) == 0)
 		g_idle_add(session_ended, ps);
+	g_atomic_int_set(&r->done, 1);
 	return NULL;
 }
 
@@ -302,15 +344,26 @@ static void *serve(void *data)
  * starts with every asynchronous signal blocked. */
 static int start_serving(struct pf_session *ps)
 {
+	static gsize handler_set;
 	sigset_t all, old;
 	int err = 0;
 
+	if (g_once_init_enter(&handler_set)) {
+		struct sigaction sa = { .sa_handler = on_wake_signal };
+
+		sigemptyset(&sa.sa_mask);
+		sigaction(WAKE_SIGNAL, &sa, NULL);
+		g_once_init_leave(&handler_set, 1);
+	}
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	for (guint i = 0; i < PF_SESSION_READERS && !err; i++) {
 		struct pf_reader *r = &ps->readers[i];
 
 		r->ps = ps;
+		r->buf.mem = pf_inflight_read_buffer(ps->inflight, i,
+						     &r->buf.size);
+		r->buf_mapped = r->buf.mem != NULL;
 		err = pthread_create(&r->thread, NULL, serve, r);
 		r->started = !err;
 	}
@@ -321,18 +374,129 @@ static int start_serving(struct pf_session *ps)
 /* Called without the loop lock. */
 static void stop_readers(struct pf_session *ps)
 {
-	for (guint i = 0; i < PF_SESSION_READERS; i++)
-		if (ps->readers[i].started)
-			pthread_cancel(ps->readers[i].thread);
-	for (guint i = 0; i < PF_SESSION_READERS; i++)
-		if (ps->readers[i].started) {
-			pthread_join(ps->readers[i].thread, NULL);
-			ps->readers[i].started = FALSE;
+	g_atomic_int_set(&ps->stopping, 1);
+	for (guint i = 0; i < PF_SESSION_READERS; i++) {
+		struct pf_reader *r = &ps->readers[i];
+
+		if (!r->started)
+			continue;
+		/* Again until it is out: a signal that came just before
+		 * the reader's read(2) interrupted nothing. */
+		while (!g_atomic_int_get(&r->done)) {
+			pthread_kill(r->thread, WAKE_SIGNAL);
+			g_usleep(1000);
 		}
+		pthread_join(r->thread, NULL);
+		r->started = FALSE;
+	}
+}
+
+static struct pf_inflight *inflight_of(int fd)
+{
+	for (guint i = 0; i < MAX_SESSIONS; i++)
+		if (sessions[i] && sessions[i]->fd == fd)
+			return sessions[i]->inflight;
+	return NULL;
+}
+
+/* libfuse reads and writes /dev/fuse through these (a custom io): the same
+ * system calls as its own.  A request is kept as soon as it is read: before
+ * its reader waits for the loop lock, and even if libfuse then drops it
+ * because the session is ending (a hand-over: the successor answers it).
+ * It is no longer kept once its answer is written. */
+static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
+{
+	(void)userdata;
+	return pf_inflight_read(inflight_of(fd), fd, buf, len);
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count,
+			 void *userdata)
+{
+	const struct fuse_out_header *out = iov[0].iov_base;
+	ssize_t res = writev(fd, iov, count);
+	int err = errno;	/* libfuse reads it next */
+
+	(void)userdata;
+	if (count > 0 && iov[0].iov_len >= sizeof(*out) && out->unique)
+		pf_inflight_answered(inflight_of(fd), out->unique);
+	errno = err;
+	return res;
+}
+
+static const struct fuse_custom_io session_io = {
+	.read = io_read,
+	.writev = io_writev,
+};
+
+static gboolean register_session(struct pf_session *ps)
+{
+	for (guint i = 0; i < MAX_SESSIONS; i++)
+		if (!sessions[i]) {
+			sessions[i] = ps;
+			return TRUE;
+		}
+	return FALSE;
+}
+
+static void unregister_session(struct pf_session *ps)
+{
+	for (guint i = 0; i < MAX_SESSIONS; i++)
+		if (sessions[i] == ps)
+			sessions[i] = NULL;
+}
+
+/* The requests a dead server had read and not answered, on a kernel that
+ * cannot send them again: processed as if just read (after the state is
+ * restored: the loop runs this first), in the order the kernel sent them.
+ * Their copies stay kept until answered. */
+static gboolean replay_left(gpointer data)
+{
+	struct pf_session *ps = data;
+
+	ps->replaying = TRUE;
+	for (guint i = 0; i < ps->left->len; i++) {
+		gsize len;
+		const void *req = g_bytes_get_data(ps->left->pdata[i], &len);
+		g_autofree void *copy = g_memdup2(req, len);
+		struct fuse_buf fbuf = { .mem = copy, .size = len };
+
+		fuse_session_process_buf(ps->se, &fbuf);
+		pf_inflight_survived(ps->inflight,
+				     ((const struct fuse_in_header *)req)->unique);
+	}
+	ps->replaying = FALSE;
+	g_clear_pointer(&ps->left, g_ptr_array_unref);
+	return G_SOURCE_REMOVE;
+}
+
+/* Requests that servers died processing, again and again: answered EIO
+ * without processing them once more. */
+static void refuse_left(struct pf_session *ps)
+{
+	for (guint i = 0; i < ps->refused->len; i++) {
+		struct fuse_out_header out = {
+			.len = sizeof(out),
+			.error = -EIO,
+			.unique = g_array_index(ps->refused, guint64, i),
+		};
+		struct iovec iov = { &out, sizeof(out) };
+
+		g_warning("%s: request %" G_GUINT64_FORMAT " was left "
+			  "unanswered by three servers in turn: answered EIO",
+			  ps->name, out.unique);
+		io_writev(ps->fd, &iov, 1, NULL);
+	}
+}
+
+gboolean pf_session_replaying(const struct pf_session *ps)
+{
+	return ps->replaying;
 }
 
 /* Take over a connection a previous server had: libfuse learns the INIT it
- * answered, the kernel sends again what that server left unanswered. */
+ * answered, the kernel sends again what that server left unanswered (or,
+ * before Linux 6.9, we process it again). */
 static gboolean take_over(struct pf_session *ps, GError **error)
 {
 	guint32 total = 0, len = 0;
@@ -361,15 +525,32 @@ static gboolean take_over(struct pf_session *ps, GError **error)
 	fbuf.mem = init;
 	fbuf.size = len;
 	fuse_session_process_buf(ps->se, &fbuf);
-	if (write(fuse_session_fd(ps->se), &resend, sizeof(resend)) !=
-	    sizeof(resend))
-		g_warning("%s: the kernel cannot send again the requests the "
-			  "previous server had not answered (%s; Linux 6.9 "
-			  "can): their callers wait until the mount goes",
-			  ps->name, g_strerror(errno));
+	/* POWERFS_NO_RESEND: take the path of kernels before 6.9 (tests). */
+	if (!g_getenv("POWERFS_NO_RESEND") &&
+	    write(ps->fd, &resend, sizeof(resend)) == sizeof(resend)) {
+		pf_inflight_forget_all(ps->inflight);
+		g_clear_pointer(&ps->left, g_ptr_array_unref);
+	} else if (!ps->inflight) {
+		g_warning("%s: the requests the previous server had not "
+			  "answered are lost (the kernel cannot send them "
+			  "again before Linux 6.9): their callers wait until "
+			  "the mount goes", ps->name);
+	} else {
+		refuse_left(ps);
+		if (ps->left->len) {
+			g_message("%s: the previous server left %u %s "
+				  "unanswered: processing %s again", ps->name,
+				  ps->left->len, ps->left->len == 1 ?
+				  "request" : "requests",
+				  ps->left->len == 1 ? "it" : "them");
+			g_idle_add_full(G_PRIORITY_HIGH, replay_left, ps,
+					NULL);
+		}
+	}
 	g_message("%s: taken over", ps->name);
 	return TRUE;
 }
+
 
 static void open_file_free(gpointer data)
 {
@@ -389,11 +570,11 @@ struct pf_session *pf_session_serve(const struct fuse_lowlevel_ops *ops,
 	struct pf_session *ps = g_new0(struct pf_session, 1);
 	char *argv[] = { "powerfs", NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(1, argv);
-	g_autofree char *dev = NULL;
 	int fd = fcntl(fuse_fd, F_DUPFD_CLOEXEC, 3);
 	int err;
 
 	ps->name = g_strdup(name);
+	ps->fd = fd;
 	ps->session_fd = session_fd;
 	ps->adopt = adopt;
 	ps->userdata = userdata;
@@ -406,15 +587,19 @@ struct pf_session *pf_session_serve(const struct fuse_lowlevel_ops *ops,
 	fuse_set_log_func(log_to_glib);
 	ps->se = fuse_session_new(&args, ops, sizeof(*ops), userdata);
 	fuse_opt_free_args(&args);
-	dev = g_strdup_printf("/dev/fd/%d", fd);
-	if (fd < 0 || !ps->se || fuse_session_mount(ps->se, dev) != 0) {
+	if (fd < 0 || !ps->se ||
+	    fuse_session_custom_io(ps->se, &session_io, fd) != 0 ||
+	    !register_session(ps)) {
 		g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
 			    "%s: cannot serve /dev/fuse descriptor %d", name,
 			    fuse_fd);
-		if (fd >= 0)
+		/* The session closes it only once it uses it. */
+		if (fd >= 0 && (!ps->se || fuse_session_fd(ps->se) != fd))
 			close(fd);
 		goto fail;
 	}
+	ps->inflight = pf_inflight_open(session_fd, name, &ps->left,
+					&ps->refused);
 	if (!take_over(ps, error))
 		goto fail;
 	err = start_serving(ps);
@@ -434,7 +619,16 @@ struct pf_session *pf_session_serve(const struct fuse_lowlevel_ops *ops,
 	return ps;
 fail:
 	for (guint i = 0; i < PF_SESSION_READERS; i++)
-		free(ps->readers[i].buf.mem);
+		if (!ps->readers[i].buf_mapped)
+			free(ps->readers[i].buf.mem);
+	unregister_session(ps);
+	while (g_idle_remove_by_data(ps))
+		;
+	if (ps->left)
+		g_ptr_array_unref(ps->left);
+	if (ps->refused)
+		g_array_unref(ps->refused);
+	pf_inflight_free(ps->inflight);
 	if (ps->se)
 		fuse_session_destroy(ps->se);
 	g_hash_table_unref(ps->open_files);
@@ -512,15 +706,23 @@ void pf_session_free(struct pf_session *ps)
 	if (!ps)
 		return;
 	pf_session_stop(ps);
-	/* A session_ended() idle may still be queued for us. */
+	/* A session_ended() idle may still be queued for us, and
+	 * replay_left(): the requests stay kept for a successor. */
 	while (g_idle_remove_by_data(ps))
 		;
+	if (ps->left)
+		g_ptr_array_unref(ps->left);
+	if (ps->refused)
+		g_array_unref(ps->refused);
+	unregister_session(ps);
 	/* Closes our copy of the descriptor (the keeper keeps its own). */
 	fuse_session_destroy(ps->se);
+	pf_inflight_free(ps->inflight);
 	/* Files still open get their release from a successor, or never. */
 	g_hash_table_unref(ps->open_files);
 	for (guint i = 0; i < PF_SESSION_READERS; i++)
-		free(ps->readers[i].buf.mem);
+		if (!ps->readers[i].buf_mapped)
+			free(ps->readers[i].buf.mem);
 	g_free(ps->name);
 	g_free(ps);
 }

@@ -13,6 +13,7 @@ the right count once the locks go.
 
 import errno
 import os
+import re
 import signal
 import socket
 import statistics
@@ -24,7 +25,7 @@ import pytest
 
 import conftest
 from conftest import (FUSERMOUNT, POWERFS, PYTHON, Powerfs, Reader, _live,
-                      children, wait_until)
+                      children, wait_in_syscall, wait_until)
 
 # Locks and unlocks NAMES names in turn (lock p_0, unlock p_0, lock p_1,
 # ...), one open and write per operation, and prints the operation's number
@@ -220,13 +221,24 @@ def figures(label, gaps):
             f"{statistics.median(ms):.1f} ms, max {ms[-1]:.1f} ms")
 
 
+def mode():
+    return (" (processed again, as before Linux 6.9)"
+            if os.environ.get("POWERFS_NO_RESEND") else " (sent again)")
+
+
 def report(capsys, line):
     with capsys.disabled():
         print(f"\n  {line}")
 
 
-@pytest.fixture
-def powerfs():
+# "replay": the path of kernels before 6.9 (Debian 12's 6.1), which cannot
+# send a server's unanswered requests to the next one (FUSE_NOTIFY_RESEND):
+# the next server processes them again from the copies kept in the session
+# file (inflight.c).  POWERFS_NO_RESEND makes powerfs take that path here.
+@pytest.fixture(params=["resend", "replay"])
+def powerfs(request, monkeypatch):
+    if request.param == "replay":
+        monkeypatch.setenv("POWERFS_NO_RESEND", "1")
     p = Powerfs().start()
     yield p
     p.stop()
@@ -256,7 +268,11 @@ def test_100_crashes_of_the_server_cost_clients_nothing(powerfs, capsys):
     assert len(set(servers)) == 100 and p.server_pid() not in servers
     assert p.alive()
     assert "the server died (Killed): starting another" in p.log()
-    report(capsys, figures("kill -9 of the server", gaps) +
+    # Without FUSE_NOTIFY_RESEND, the blocked readers (at least) were
+    # processed again after every kill.
+    replays = len(re.findall(r"unanswered: processing (it|them) again", p.log()))
+    assert replays == (100 if os.environ.get("POWERFS_NO_RESEND") else 0)
+    report(capsys, figures("kill -9 of the server" + mode(), gaps) +
            f"; {acked} lock/unlock writes acknowledged, none lost")
 
 
@@ -280,7 +296,11 @@ def test_10_upgrades_cost_clients_nothing(powerfs, capsys):
     assert log.count("handing the mount over to") == 10
     assert log.count("taking the connection over from the previous "
                      "keeper") == 10
-    report(capsys, figures("SIGHUP upgrade", gaps))
+    # Without FUSE_NOTIFY_RESEND, each server answered the blocked readers
+    # the one before had left (and whatever else it was given).
+    replays = len(re.findall(r"unanswered: processing (it|them) again", log))
+    assert replays == (10 if os.environ.get("POWERFS_NO_RESEND") else 0), log
+    report(capsys, figures("SIGHUP upgrade" + mode(), gaps))
 
 
 def test_settings_and_statistics_survive_a_crash(powerfs):
@@ -340,6 +360,90 @@ def test_the_keeper_killed_its_server_keeps_the_mount():
         p.force_cleanup()
 
 
+_STATE_WRITER = r"""
+import errno, os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY)
+print("ready", flush=True)
+t = time.monotonic()
+try:
+    res = str(os.write(fd, b"mem"))
+except OSError as e:
+    res = errno.errorcode[e.errno]
+print(res, "%.3f" % (time.monotonic() - t), flush=True)
+"""
+
+
+def left_unanswered(log):
+    """How many requests the last server found left by its predecessor."""
+    found = re.findall(r"left (\d+) requests? unanswered: processing", log)
+    return int(found[-1]) if found else 0
+
+
+def kill_server_and_wait(p):
+    server = p.server_pid()
+    os.kill(server, signal.SIGKILL)
+    assert wait_until(lambda: gone(server), timeout=5)
+    assert serving_again(p) == b"freeze mem disk\n"
+
+
+def test_without_resend_blocked_readers_are_answered(monkeypatch):
+    """Linux before 6.9: the wakeup_count readers the killed server held
+    (one through read(2), one through sendfile(2) as busybox cat reads) are
+    answered by the next server, from the copies kept in the session
+    file."""
+    monkeypatch.setenv("POWERFS_NO_RESEND", "1")
+    p = Powerfs().start()
+    try:
+        p.lock("held")
+        readers = [Reader(p.path("wakeup_count")),
+                   Reader(p.path("wakeup_count"), call="sendfile")]
+        for r in readers:
+            r.wait_in_read()
+        # The server reads requests in the order they came: once this one
+        # is answered, it has read (and parked) the two above.
+        assert serving_again(p) == b"freeze mem disk\n"
+        kill_server_and_wait(p)
+        assert left_unanswered(p.log()) >= 2, p.log()
+        for r in readers:
+            assert r.blocked(0.05)
+        p.unlock("held")
+        count = p.count()
+        for r in readers:
+            assert r.result(5) == (len(b"%d\n" % count), 0, b"%d\n" % count)
+            r.kill()
+    finally:
+        p.stop()
+
+
+def test_without_resend_a_state_write_is_not_run_twice(monkeypatch):
+    """Linux before 6.9: a state write the killed server was suspending for
+    is answered by the next server with EBUSY, not run a second time (the
+    first run may have suspended the machine already)."""
+    monkeypatch.setenv("POWERFS_NO_RESEND", "1")
+    p = Powerfs("--simulate-sleep-ms=20000").start()
+    writer = subprocess.Popen([PYTHON, "-c", _STATE_WRITER, p.path("state")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline() == "ready\n"
+        wait_in_syscall(writer, {"x86_64": ("1",), "aarch64": ("64",)}, "write")
+        assert serving_again(p) == b"freeze mem disk\n"
+        kill_server_and_wait(p)
+        result, seconds = writer.stdout.readline().split()
+        assert result == "EBUSY" and float(seconds) < 10, (result, seconds)
+        assert writer.wait(5) == 0
+        log = p.log()
+        # The state write, and perhaps the release of serving_again()'s
+        # file, sent after close(2) returned.
+        assert left_unanswered(log) >= 1, log
+        assert "a write of state that the previous server had taken and not " \
+            "answered is refused with EBUSY" in log, log
+        assert p.read("suspend_stats/success") == b"0\n"
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+        p.stop()
+
+
 def comm(pid):
     with open(f"/proc/{pid}/comm", "rb") as f:
         return f.read()
@@ -352,7 +456,9 @@ def test_every_process_keeps_the_command_name():
     p = Powerfs().start()
     try:
         server = p.server_pid()
-        assert (comm(p.proc.pid), comm(server)) == (name, name)
+        # Named at the start of main(): a server still starting is "exe".
+        assert wait_until(lambda: comm(server) == name, timeout=5), comm(server)
+        assert comm(p.proc.pid) == name
         pgrep = subprocess.run(["pgrep", "-x", name.strip()],
                                capture_output=True, check=True).stdout
         assert {p.proc.pid, server} <= set(map(int, pgrep.split()))
@@ -360,7 +466,8 @@ def test_every_process_keeps_the_command_name():
         p.proc.wait(5)
         assert wait_until(lambda: children(server), timeout=5), p.log()
         new_server = children(server)[0]
-        assert (comm(server), comm(new_server)) == (name, name)
+        assert wait_until(lambda: comm(server) == comm(new_server) == name,
+                          timeout=5), (comm(server), comm(new_server))
         os.kill(server, signal.SIGTERM)
         assert wait_until(lambda: gone(server) and gone(new_server), timeout=5)
     finally:

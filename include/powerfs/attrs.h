@@ -54,6 +54,10 @@ struct pf_attr {
 	/* A debugfs file rather than a sysfs attribute: it cannot be spliced
 	 * (sendfile, splice: EINVAL) and has no SEEK_DATA or SEEK_HOLE. */
 	gboolean debugfs;
+	/* A write a dead server had read and not answered is refused
+	 * (EBUSY) rather than done again (inflight.c): state, whose first
+	 * run may have suspended the machine already. */
+	gboolean not_twice;
 };
 
 /* The writer of a store that returned PF_PENDING was interrupted: TRUE if

@@ -47,6 +47,9 @@ struct pf_session *pf_session_serve(const struct fuse_lowlevel_ops *ops,
 /* Takes no more requests (those parked earlier can still be answered):
  * nothing changes after this but what the caller does. */
 void pf_session_stop(struct pf_session *ps);
+/* TRUE while the session processes again the requests a dead server had
+ * read and not answered (kernels before 6.9; see inflight.c). */
+gboolean pf_session_replaying(const struct pf_session *ps);
 /* Stops if need be and frees; the connection lives on in other copies of
  * its descriptor (the keeper's, or pf_mount's). */
 void pf_session_free(struct pf_session *ps);
