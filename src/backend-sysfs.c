@@ -8,7 +8,12 @@
  * The host's sleep begins with that write: the core is told just before
  * (it answers the requests waiting in powerfs, the state write that asked
  * for the sleep first, since the kernel cannot freeze a task that waits in
- * a FUSE request).  The write itself blocks until the host has resumed, so
+ * a FUSE request).  Their callers may come back at once: a reader retries
+ * a read that got EINTR, a suspend loop reads wakeup_count again.  Such a
+ * request is answered at once from then on, but it must come before the
+ * host freezes its tasks, powerfs's own first, which the write starts after
+ * only the kernel's sync: so when anyone was answered, the write waits
+ * SETTLE_US first.  The write itself blocks until the host has resumed, so
  * it runs in a GTask's thread and reports back to the main loop.
  *
  * Another powerfs as DIR answers that write when the host's sleep begins,
@@ -39,6 +44,12 @@
 #define CHAINED_POLL_US (50 * 1000)
 /* The clocks drift apart by less than this unless the host slept. */
 #define SLEPT_US (10 * 1000)
+/* How long the callers answered as the sleep begins get to come back and
+ * be answered again before the write starts the freeze.  A Python reader
+ * in the development VM (software emulation) once came back too late after
+ * the kernel's sync alone: its read hung the freeze for 20 s
+ * (make check-vm, b-readers-sysfs-held). */
+#define SETTLE_US (100 * 1000)
 
 struct sysfs_backend {
 	struct backend base;
@@ -52,6 +63,8 @@ struct sysfs_backend {
 	gint64 offset_before;	/* boottime - monotonic, us */
 	gint64 wait_until;	/* chained: how long to wait for the sleep */
 	struct pf_timer *poll;
+	struct pf_timer *settle;
+	const char *label;	/* the state to write */
 	char failed_step[32];
 };
 
@@ -194,25 +207,34 @@ static void write_done(GObject *source, GAsyncResult *res, gpointer data)
 	finish(sb);
 }
 
+static void start_write(gpointer data)
+{
+	struct sysfs_backend *sb = data;
+	struct write_job *job = g_new0(struct write_job, 1);
+	g_autoptr(GTask) task = g_task_new(NULL, NULL, write_done, sb);
+
+	job->dir = g_strdup(sb->dir);
+	job->label = sb->label;
+	g_task_set_task_data(task, job, write_job_free);
+	g_task_run_in_thread(task, write_state);
+}
+
 static int sysfs_suspend(struct backend *be, enum pm_state state,
 			 backend_done_func done, gpointer data)
 {
 	struct sysfs_backend *sb = (struct sysfs_backend *)be;
-	struct write_job *job = g_new0(struct write_job, 1);
-	g_autoptr(GTask) task = g_task_new(NULL, NULL, write_done, sb);
 
 	sb->done = done;
 	sb->data = data;
 	sb->error = 0;
 	sb->failed_step[0] = '\0';
 	sb->offset_before = time_asleep();
+	sb->label = pm_state_label(state);
 	/* The host's sleep begins with the write: answer everyone first. */
-	if (be->listener)
-		be->listener->sleeping(TRUE, be->listener->data);
-	job->dir = g_strdup(sb->dir);
-	job->label = pm_state_label(state);
-	g_task_set_task_data(task, job, write_job_free);
-	g_task_run_in_thread(task, write_state);
+	if (be->listener && be->listener->sleeping(TRUE, be->listener->data))
+		pf_timer_arm(sb->settle, pf_clock_now(sb->clock) + SETTLE_US);
+	else
+		start_write(sb);
 	return PF_PENDING;
 }
 
@@ -221,6 +243,7 @@ static void sysfs_free(struct backend *be)
 	struct sysfs_backend *sb = (struct sysfs_backend *)be;
 
 	pf_timer_free(sb->poll);
+	pf_timer_free(sb->settle);
 	g_free(sb->dir);
 	g_free(sb);
 }
@@ -286,5 +309,6 @@ struct backend *backend_sysfs_new(struct pf_clock *clock, const char *dir,
 	sb->dir = g_strdup(dir);
 	sb->states = states;
 	sb->poll = pf_timer_new(clock, poll_for_the_sleep, sb);
+	sb->settle = pf_timer_new(clock, start_write, sb);
 	return &sb->base;
 }

@@ -604,17 +604,19 @@ static void answer_parked(struct pf_fs *fs, gboolean answer_writes,
 	}
 }
 
-static void fs_sleeping(gboolean host, gpointer data)
+static gboolean fs_sleeping(gboolean host, gpointer data)
 {
 	struct pf_fs *fs = data;
+	gboolean waited = !g_queue_is_empty(&fs->parked);
 
-	if (!g_queue_is_empty(&fs->parked))
+	if (waited)
 		g_message("system going to sleep: answering waiting requests");
 	/* The host freezes its tasks: a write the kernel would carry out
 	 * after resume (an autosleep switch waiting for its turn) is
 	 * answered now, and carried out then. */
 	answer_parked(fs, host, 0);
 	fs->host_asleep = host;
+	return waited;
 }
 
 static void fs_resumed(gpointer data)

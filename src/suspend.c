@@ -104,9 +104,10 @@ static void record_earlier_failures(struct suspend *s)
 			       s->backend->failed_step);
 }
 
-static void system_sleeping(gboolean host, gpointer data)
+static gboolean system_sleeping(gboolean host, gpointer data)
 {
 	struct suspend *s = data;
+	gboolean answered = FALSE;
 
 	if (!s->sleeping && !s->external_sleep) {
 		s->external_sleep = TRUE;
@@ -120,9 +121,11 @@ static void system_sleeping(gboolean host, gpointer data)
 
 		s->sleeping_func = NULL;
 		func(s->sleeping_data);
+		answered = TRUE;	/* the state write */
 	}
-	if (s->hooks.sleeping)
-		s->hooks.sleeping(host, s->hooks.data);
+	if (s->hooks.sleeping && s->hooks.sleeping(host, s->hooks.data))
+		answered = TRUE;
+	return answered;
 }
 
 static void system_resumed(int error, gpointer data)

@@ -229,6 +229,41 @@ def test_nobody_waits_in_powerfs_while_the_host_sleeps(mount, tmp_path):
         assert (n, err) == (len(data), 0) and data.endswith(b"\n")
 
 
+def test_the_freeze_waits_for_those_answered_to_come_back(mount, tmp_path):
+    """Callers answered as the host's sleep begins may come back at once (a
+    read retried after EINTR, a suspend loop reading wakeup_count again),
+    and must be answered before the backing write starts the host's freeze
+    (powerfs's own tasks freeze then): when anyone was answered, the write
+    waits 100 ms.  The FIFO's open(2) returns when the write begins."""
+    (tmp_path / "state").write_text("mem\n")
+    pfs = mount(f"--backend=sysfs:{tmp_path}")
+    state = tmp_path / "state"
+    os.unlink(state)
+    os.mkfifo(state)
+    opened = []
+
+    def watch():
+        fd = os.open(state, os.O_RDONLY)
+        opened.append(time.monotonic())
+        got.append(os.read(fd, 64))
+        os.close(fd)
+    got = []
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    pfs.lock("held")
+    with Reader(pfs.path("wakeup_count")) as r:
+        r.wait_in_read()
+        assert conftest.timed(pfs.write, "state", b"mem", timeout=2) == 3
+        assert r.result(2) == (-1, errno.EINTR, b"")
+        answered = time.monotonic()
+    count = pfs.read("wakeup_count")     # comes back: answered at once
+    watcher.join(5)
+    assert got == [b"mem"]
+    assert opened[0] - answered >= 0.08, opened[0] - answered
+    assert count.endswith(b"\n") and count[:-1].isdigit()
+    pfs.unlock("held")
+
+
 def test_chained_through_a_second_powerfs(mount):
     """The outer powerfs answers its writer as its host's sleep begins (it
     writes the inner's state); it counts the sleep once the inner has

@@ -34,8 +34,10 @@ struct backend_listener {
 	/* The system is about to sleep.  host: the host's tasks are going to
 	 * be frozen until resumed(), so nobody may wait inside powerfs
 	 * meanwhile; FALSE for a sleep that freezes nothing (simulated), for
-	 * which this is only the moment the freezer would strike. */
-	void (*sleeping)(gboolean host, gpointer data);
+	 * which this is only the moment the freezer would strike.  TRUE if
+	 * it answered requests that waited: their callers may come back at
+	 * once (a read retried after EINTR). */
+	gboolean (*sleeping)(gboolean host, gpointer data);
 	/* It resumed (0), or the sleep failed (negative errno, at the
 	 * backend's failed_step). */
 	void (*resumed)(int error, gpointer data);

@@ -88,7 +88,8 @@ void suspend_load_stats(struct suspend *s, const struct suspend_stats *stats);
  * (a task inside a FUSE request cannot be frozen, and the host's sleep
  * would fail). */
 struct suspend_sleep_hooks {
-	void (*sleeping)(gboolean host, gpointer data);
+	/* TRUE if it answered requests that waited. */
+	gboolean (*sleeping)(gboolean host, gpointer data);
 	void (*resumed)(gpointer data);
 	gpointer data;
 };
