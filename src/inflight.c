@@ -103,7 +103,7 @@ struct pf_inflight {
 		guint64 unique;
 		guint32 slot;
 	} fresh[FRESH_MAX];
-	guint n_fresh;
+	guint n_fresh;		/* written under lock, read without too */
 	GHashTable *waiting;	/* unique -> slot index + 1 */
 	gboolean full_said;
 };
@@ -346,7 +346,9 @@ static void keep(struct pf_inflight *in, const void *req, gsize len)
 	__atomic_store_n(&s->unique, h->unique, __ATOMIC_RELEASE);
 	if (in->n_fresh < FRESH_MAX) {
 		in->fresh[in->n_fresh].unique = h->unique;
-		in->fresh[in->n_fresh++].slot = i;
+		in->fresh[in->n_fresh].slot = i;
+		__atomic_store_n(&in->n_fresh, in->n_fresh + 1,
+				 __ATOMIC_RELEASE);
 	} else {
 		wait_for_answer(in, h->unique, i);
 	}
@@ -378,7 +380,9 @@ static gboolean take_fresh(struct pf_inflight *in, guint64 unique,
 	for (guint k = 0; k < in->n_fresh; k++)
 		if (in->fresh[k].unique == unique) {
 			*slot = in->fresh[k].slot;
-			in->fresh[k] = in->fresh[--in->n_fresh];
+			in->fresh[k] = in->fresh[in->n_fresh - 1];
+			__atomic_store_n(&in->n_fresh, in->n_fresh - 1,
+					 __ATOMIC_RELEASE);
 			return TRUE;
 		}
 	return FALSE;
@@ -388,7 +392,11 @@ void pf_inflight_processed(struct pf_inflight *in, guint64 unique)
 {
 	guint32 i;
 
-	if (!in || !unique)
+	/* Most requests are answered while processed, and taken out of
+	 * fresh then: no lock for them.  A request this thread kept and
+	 * that is still fresh keeps n_fresh above 0 for this thread's load
+	 * (the same thread stored it); others' keeps only add. */
+	if (!in || !unique || !__atomic_load_n(&in->n_fresh, __ATOMIC_ACQUIRE))
 		return;
 	g_mutex_lock(&in->lock);
 	if (take_fresh(in, unique, &i))
