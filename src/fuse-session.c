@@ -560,6 +560,31 @@ static void open_file_free(gpointer data)
 	g_free(snap);		/* the record it is the first member of */
 }
 
+/* Frees a session no reader serves: idles still queued for it go
+ * (session_ended(), replay_left(): the requests stay kept for a
+ * successor), the session closes our copy of the descriptor (the keeper
+ * keeps its own), and files still open get their release from a successor,
+ * or never. */
+static void session_destroy(struct pf_session *ps)
+{
+	while (g_idle_remove_by_data(ps))
+		;
+	if (ps->left)
+		g_ptr_array_unref(ps->left);
+	if (ps->refused)
+		g_array_unref(ps->refused);
+	unregister_session(ps);
+	if (ps->se)
+		fuse_session_destroy(ps->se);
+	for (guint i = 0; i < PF_SESSION_READERS; i++)
+		if (!ps->readers[i].buf_mapped)
+			free(ps->readers[i].buf.mem);
+	pf_inflight_free(ps->inflight);
+	g_hash_table_unref(ps->open_files);
+	g_free(ps->name);
+	g_free(ps);
+}
+
 struct pf_session *pf_session_serve(const struct fuse_lowlevel_ops *ops,
 				    void *userdata, int fuse_fd,
 				    int session_fd, const char *name,
@@ -618,22 +643,7 @@ struct pf_session *pf_session_serve(const struct fuse_lowlevel_ops *ops,
 	}
 	return ps;
 fail:
-	for (guint i = 0; i < PF_SESSION_READERS; i++)
-		if (!ps->readers[i].buf_mapped)
-			free(ps->readers[i].buf.mem);
-	unregister_session(ps);
-	while (g_idle_remove_by_data(ps))
-		;
-	if (ps->left)
-		g_ptr_array_unref(ps->left);
-	if (ps->refused)
-		g_array_unref(ps->refused);
-	pf_inflight_free(ps->inflight);
-	if (ps->se)
-		fuse_session_destroy(ps->se);
-	g_hash_table_unref(ps->open_files);
-	g_free(ps->name);
-	g_free(ps);
+	session_destroy(ps);
 	return NULL;
 }
 
@@ -706,25 +716,7 @@ void pf_session_free(struct pf_session *ps)
 	if (!ps)
 		return;
 	pf_session_stop(ps);
-	/* A session_ended() idle may still be queued for us, and
-	 * replay_left(): the requests stay kept for a successor. */
-	while (g_idle_remove_by_data(ps))
-		;
-	if (ps->left)
-		g_ptr_array_unref(ps->left);
-	if (ps->refused)
-		g_array_unref(ps->refused);
-	unregister_session(ps);
-	/* Closes our copy of the descriptor (the keeper keeps its own). */
-	fuse_session_destroy(ps->se);
-	pf_inflight_free(ps->inflight);
-	/* Files still open get their release from a successor, or never. */
-	g_hash_table_unref(ps->open_files);
-	for (guint i = 0; i < PF_SESSION_READERS; i++)
-		if (!ps->readers[i].buf_mapped)
-			free(ps->readers[i].buf.mem);
-	g_free(ps->name);
-	g_free(ps);
+	session_destroy(ps);
 }
 
 void pf_session_init_conn(struct fuse_conn_info *conn)
