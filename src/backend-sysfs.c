@@ -13,8 +13,10 @@
  * request is answered at once from then on, but it must come before the
  * host freezes its tasks, powerfs's own first, which the write starts after
  * only the kernel's sync: so when anyone was answered, the write waits
- * SETTLE_US first.  The write itself blocks until the host has resumed, so
- * it runs in a GTask's thread and reports back to the main loop.
+ * SETTLE_US first (in its thread: the attempt is under way, as for
+ * everything that follows the answers).  The write itself blocks until the
+ * host has resumed, so it runs in a GTask's thread and reports back to the
+ * main loop.
  *
  * Another powerfs as DIR answers that write when the host's sleep begins,
  * not after it: the write returns, the host is about to freeze.  It is
@@ -63,8 +65,6 @@ struct sysfs_backend {
 	gint64 offset_before;	/* boottime - monotonic, us */
 	gint64 wait_until;	/* chained: how long to wait for the sleep */
 	struct pf_timer *poll;
-	struct pf_timer *settle;
-	const char *label;	/* the state to write */
 	char failed_step[32];
 };
 
@@ -90,6 +90,7 @@ struct write_job {
 	const char *label;
 	char failed_step[32];
 	gboolean answered_early;	/* DIR has not counted the attempt */
+	gboolean settle;	/* wait SETTLE_US first */
 };
 
 static void write_job_free(gpointer data)
@@ -141,6 +142,8 @@ static void write_state(GTask *task, gpointer source, gpointer data,
 	int fd, error = 0;
 
 	(void)source, (void)cancellable;
+	if (job->settle)
+		g_usleep(SETTLE_US);
 	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0) {
 		error = errno;
@@ -207,34 +210,25 @@ static void write_done(GObject *source, GAsyncResult *res, gpointer data)
 	finish(sb);
 }
 
-static void start_write(gpointer data)
-{
-	struct sysfs_backend *sb = data;
-	struct write_job *job = g_new0(struct write_job, 1);
-	g_autoptr(GTask) task = g_task_new(NULL, NULL, write_done, sb);
-
-	job->dir = g_strdup(sb->dir);
-	job->label = sb->label;
-	g_task_set_task_data(task, job, write_job_free);
-	g_task_run_in_thread(task, write_state);
-}
-
 static int sysfs_suspend(struct backend *be, enum pm_state state,
 			 backend_done_func done, gpointer data)
 {
 	struct sysfs_backend *sb = (struct sysfs_backend *)be;
+	struct write_job *job = g_new0(struct write_job, 1);
+	g_autoptr(GTask) task = g_task_new(NULL, NULL, write_done, sb);
 
 	sb->done = done;
 	sb->data = data;
 	sb->error = 0;
 	sb->failed_step[0] = '\0';
 	sb->offset_before = time_asleep();
-	sb->label = pm_state_label(state);
+	job->dir = g_strdup(sb->dir);
+	job->label = pm_state_label(state);
 	/* The host's sleep begins with the write: answer everyone first. */
-	if (be->listener && be->listener->sleeping(TRUE, be->listener->data))
-		pf_timer_arm(sb->settle, pf_clock_now(sb->clock) + SETTLE_US);
-	else
-		start_write(sb);
+	job->settle = be->listener &&
+		      be->listener->sleeping(TRUE, be->listener->data);
+	g_task_set_task_data(task, job, write_job_free);
+	g_task_run_in_thread(task, write_state);
 	return PF_PENDING;
 }
 
@@ -243,7 +237,6 @@ static void sysfs_free(struct backend *be)
 	struct sysfs_backend *sb = (struct sysfs_backend *)be;
 
 	pf_timer_free(sb->poll);
-	pf_timer_free(sb->settle);
 	g_free(sb->dir);
 	g_free(sb);
 }
@@ -309,6 +302,5 @@ struct backend *backend_sysfs_new(struct pf_clock *clock, const char *dir,
 	sb->dir = g_strdup(dir);
 	sb->states = states;
 	sb->poll = pf_timer_new(clock, poll_for_the_sleep, sb);
-	sb->settle = pf_timer_new(clock, start_write, sb);
 	return &sb->base;
 }

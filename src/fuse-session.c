@@ -42,8 +42,10 @@
 #include "powerfs/inflight.h"
 #include "powerfs/loop-hold.h"
 
-/* Not in Debian 12's linux/fuse.h (Linux 6.9, protocol 7.40). */
+/* Not in Debian 12's linux/fuse.h (Linux 6.9, protocol 7.40): the notice,
+ * and the bit the kernel sets in the id of a request it sends again. */
 #define PF_NOTIFY_RESEND 7
+#define PF_UNIQUE_RESEND (G_GUINT64_CONSTANT(1) << 63)
 
 struct pf_mount {
 	struct fuse_session *se;	/* for the mount only: never served */
@@ -90,6 +92,7 @@ struct pf_session {
 	GPtrArray *left;	/* a dead server's, to process again */
 	GArray *refused;	/* ids of those processed again too often */
 	gboolean replaying;
+	gboolean resent;	/* the request in process was sent again */
 	pf_session_adopt_func adopt;
 	void *userdata;
 	GSourceFunc on_unmounted;
@@ -101,10 +104,17 @@ struct pf_session {
 
 static GMutex loop_lock;
 
-/* The sessions being served, for io_writev(), which libfuse gives only the
- * descriptor: set and cleared by the main thread, with no reader running. */
+/* Each session's record of requests by its descriptor, for io_read() and
+ * io_writev(), which libfuse gives only the descriptor.  Set and cleared by
+ * the main thread while other sessions' readers look: an entry's fd is set
+ * last and cleared first, so a reader never takes a record it does not
+ * own, nor one being freed. */
 #define MAX_SESSIONS 4
-static struct pf_session *sessions[MAX_SESSIONS];
+static struct {
+	gint fd;		/* -1: free */
+	gpointer inflight;
+} sessions[MAX_SESSIONS] = { { -1, NULL }, { -1, NULL }, { -1, NULL },
+			     { -1, NULL } };
 
 static gint poll_unlocked(GPollFD *fds, guint nfds, gint timeout)
 {
@@ -244,7 +254,7 @@ static gboolean session_ended(gpointer data)
 }
 
 /* The INIT request, kept for a successor before it is answered (a server
- * that dies in between leaves it unanswered: the kernel sends it again). */
+ * that dies before this finds it in its read buffer: take_over()). */
 G_GNUC_NO_INLINE
 static void save_init(struct pf_session *ps, const struct fuse_buf *buf,
 		      gsize len)
@@ -323,7 +333,9 @@ static void *serve(void *data)
 		save_init(ps, &r->buf, res);
 		g_mutex_lock(&loop_lock);
 		held_since = pf_loop_hold_start();
+		ps->resent = (request_unique(&r->buf, res) & PF_UNIQUE_RESEND) != 0;
 		fuse_session_process_buf(ps->se, &r->buf);
+		ps->resent = FALSE;
 		pf_inflight_processed(ps->inflight,
 				      request_unique(&r->buf, res));
 		pf_loop_hold_end(held_since, request_opcode(&r->buf, res));
@@ -394,8 +406,8 @@ static void stop_readers(struct pf_session *ps)
 static struct pf_inflight *inflight_of(int fd)
 {
 	for (guint i = 0; i < MAX_SESSIONS; i++)
-		if (sessions[i] && sessions[i]->fd == fd)
-			return sessions[i]->inflight;
+		if (g_atomic_int_get(&sessions[i].fd) == fd)
+			return g_atomic_pointer_get(&sessions[i].inflight);
 	return NULL;
 }
 
@@ -418,7 +430,10 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count,
 	int err = errno;	/* libfuse reads it next */
 
 	(void)userdata;
-	if (count > 0 && iov[0].iov_len >= sizeof(*out) && out->unique)
+	/* ENOENT: the request is gone (interrupted, or answered already).
+	 * Another error leaves it waiting in the kernel: still kept. */
+	if (count > 0 && iov[0].iov_len >= sizeof(*out) && out->unique &&
+	    (res >= 0 || err == ENOENT))
 		pf_inflight_answered(inflight_of(fd), out->unique);
 	errno = err;
 	return res;
@@ -432,8 +447,10 @@ static const struct fuse_custom_io session_io = {
 static gboolean register_session(struct pf_session *ps)
 {
 	for (guint i = 0; i < MAX_SESSIONS; i++)
-		if (!sessions[i]) {
-			sessions[i] = ps;
+		if (g_atomic_int_get(&sessions[i].fd) < 0) {
+			g_atomic_pointer_set(&sessions[i].inflight,
+					     ps->inflight);
+			g_atomic_int_set(&sessions[i].fd, ps->fd);
 			return TRUE;
 		}
 	return FALSE;
@@ -442,8 +459,10 @@ static gboolean register_session(struct pf_session *ps)
 static void unregister_session(struct pf_session *ps)
 {
 	for (guint i = 0; i < MAX_SESSIONS; i++)
-		if (sessions[i] == ps)
-			sessions[i] = NULL;
+		if (ps->fd >= 0 && g_atomic_int_get(&sessions[i].fd) == ps->fd) {
+			g_atomic_int_set(&sessions[i].fd, -1);
+			g_atomic_pointer_set(&sessions[i].inflight, NULL);
+		}
 }
 
 /* The requests a dead server had read and not answered, on a kernel that
@@ -460,38 +479,42 @@ static gboolean replay_left(gpointer data)
 		const void *req = g_bytes_get_data(ps->left->pdata[i], &len);
 		g_autofree void *copy = g_memdup2(req, len);
 		struct fuse_buf fbuf = { .mem = copy, .size = len };
+		guint64 unique = ((const struct fuse_in_header *)req)->unique;
 
+		pf_inflight_replaying(ps->inflight, unique, FALSE);
 		fuse_session_process_buf(ps->se, &fbuf);
-		pf_inflight_survived(ps->inflight,
-				     ((const struct fuse_in_header *)req)->unique);
+		pf_inflight_replaying(ps->inflight, unique, TRUE);
 	}
 	ps->replaying = FALSE;
 	g_clear_pointer(&ps->left, g_ptr_array_unref);
 	return G_SOURCE_REMOVE;
 }
 
-/* Requests that servers died processing, again and again: answered EIO
- * without processing them once more. */
+/* Left requests whose callers were signalled (EINTR), and those servers
+ * died processing again and again (EIO): answered without processing. */
 static void refuse_left(struct pf_session *ps)
 {
 	for (guint i = 0; i < ps->refused->len; i++) {
+		const struct pf_refusal *r =
+			&g_array_index(ps->refused, struct pf_refusal, i);
 		struct fuse_out_header out = {
 			.len = sizeof(out),
-			.error = -EIO,
-			.unique = g_array_index(ps->refused, guint64, i),
+			.error = -r->err,
+			.unique = r->unique,
 		};
 		struct iovec iov = { &out, sizeof(out) };
 
-		g_warning("%s: request %" G_GUINT64_FORMAT " was left "
-			  "unanswered by three servers in turn: answered EIO",
-			  ps->name, out.unique);
+		if (r->err == EIO)
+			g_warning("%s: request %" G_GUINT64_FORMAT " was left "
+				  "unanswered by three servers in turn: "
+				  "answered EIO", ps->name, out.unique);
 		io_writev(ps->fd, &iov, 1, NULL);
 	}
 }
 
 gboolean pf_session_replaying(const struct pf_session *ps)
 {
-	return ps->replaying;
+	return ps->replaying || ps->resent;
 }
 
 /* Take over a connection a previous server had: libfuse learns the INIT it
@@ -509,8 +532,24 @@ static gboolean take_over(struct pf_session *ps, GError **error)
 
 	if (ps->session_fd < 0 ||
 	    pread(ps->session_fd, &total, sizeof(total), 0) != sizeof(total) ||
-	    total == 0)
-		return TRUE;	/* a new connection: INIT comes */
+	    total == 0) {
+		/* A new connection: INIT comes, unless the previous server
+		 * died inside the read(2) that took it. */
+		g_autoptr(GBytes) left_init =
+			pf_inflight_take_unseen_init(ps->inflight);
+
+		if (left_init) {
+			g_autofree void *copy = g_bytes_unref_to_data(
+				g_steal_pointer(&left_init), &fbuf.size);
+
+			g_message("%s: answering the INIT request the previous "
+				  "server had taken", ps->name);
+			fbuf.mem = copy;
+			save_init(ps, &fbuf, fbuf.size);
+			fuse_session_process_buf(ps->se, &fbuf);
+		}
+		return TRUE;
+	}
 	init = g_malloc(total);
 	if (pread(ps->session_fd, &len, sizeof(len), sizeof(len)) !=
 		    sizeof(len) ||
@@ -612,6 +651,8 @@ struct pf_session *pf_session_serve(const struct fuse_lowlevel_ops *ops,
 	fuse_set_log_func(log_to_glib);
 	ps->se = fuse_session_new(&args, ops, sizeof(*ops), userdata);
 	fuse_opt_free_args(&args);
+	ps->inflight = pf_inflight_open(session_fd, name, &ps->left,
+					&ps->refused);
 	if (fd < 0 || !ps->se ||
 	    fuse_session_custom_io(ps->se, &session_io, fd) != 0 ||
 	    !register_session(ps)) {
@@ -623,8 +664,6 @@ struct pf_session *pf_session_serve(const struct fuse_lowlevel_ops *ops,
 			close(fd);
 		goto fail;
 	}
-	ps->inflight = pf_inflight_open(session_fd, name, &ps->left,
-					&ps->refused);
 	if (!take_over(ps, error))
 		goto fail;
 	err = start_serving(ps);

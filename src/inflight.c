@@ -23,7 +23,9 @@
  * harmless for reads, lookups and opens (a record of an open nobody
  * releases), a wake lock taken or released again (one more event counted),
  * autosleep, wakeup_count and the modes; a state write is refused then
- * (fs.c), not run twice.
+ * (fs.c), not run twice.  And the kernel sends an INTERRUPT once: when one
+ * is read, the request it names is marked in its slot, and a successor
+ * answers that request EINTR instead of processing it again.
  *
  * And a server can die inside read(2): the kernel has handed it a request
  * and copied it out, and the process ends on its way back to user space,
@@ -31,7 +33,8 @@
  * buffers in the same memfd: the kernel's copy lands in the shared pages
  * themselves.  The header records, per reader, the id of the last request
  * its code saw; a buffer holding another one holds a request that was read
- * and never seen, which a successor processes too.
+ * and never seen, which a successor processes too (an INIT among them: the
+ * connection's first server died before it could save it).
  *
  * The record, a shared mapping of the memfd from AREA_OFFSET on (the INIT
  * request lies before): a header, MAX_READERS read buffers, then N_SLOTS
@@ -60,7 +63,7 @@
 #define READER_BYTES (1024 * 1024 + 8192)
 #define SLOT_BYTES 4352		/* a one-page write and its headers fit */
 #define N_SLOTS 1024
-#define MAGIC "pfinfl02"
+#define MAGIC "pfinfl03"
 /* A request whose processing killed the server would kill each successor
  * in turn (and the keeper gives up after five crashes): processed again at
  * most this many times in a row without its processing returning (a
@@ -80,7 +83,8 @@ struct area_header {
 struct slot {
 	guint64 unique;		/* 0: free */
 	guint32 len;
-	guint32 replays;	/* times a successor processed it again */
+	guint16 replays;	/* times a successor processed it again */
+	guint16 interrupted;	/* its caller was signalled (an INTERRUPT) */
 	unsigned char data[SLOT_BYTES - 16];
 };
 
@@ -105,6 +109,7 @@ struct pf_inflight {
 	} fresh[FRESH_MAX];
 	guint n_fresh;		/* written under lock, read without too */
 	GHashTable *waiting;	/* unique -> slot index + 1 */
+	GBytes *unseen_init;	/* an INIT a dead reader never returned */
 	gboolean full_said;
 };
 
@@ -160,26 +165,59 @@ static void wait_for_answer(struct pf_inflight *in, guint64 unique,
 			    GUINT_TO_POINTER(i + 1));
 }
 
-/* A request a previous server left, in slot i: processed again (left), or
- * if it was so too often already, refused (its id), and waiting here until
- * answered, so that a successor of ours finds it too. */
+/* A request a previous server left, in slot i: to be processed again
+ * (left), or answered with an error (refused): EINTR if its caller was
+ * signalled meanwhile (the kernel sent an INTERRUPT, which the dead server
+ * read and never answered; it is not sent again), EIO if it was processed
+ * again too often already. */
 static void take_left(struct pf_inflight *in, guint32 i, GPtrArray *left,
 		      GArray *refused)
 {
 	struct slot *s = &in->slots[i];
+	struct pf_refusal r = { s->unique, 0 };
 
-	if (s->replays >= MAX_REPLAYS)
-		g_array_append_val(refused, s->unique);
+	if (s->interrupted)
+		r.err = EINTR;
+	else if (s->replays >= MAX_REPLAYS)
+		r.err = EIO;
+	if (r.err)
+		g_array_append_val(refused, r);
 	else
 		g_ptr_array_add(left, g_bytes_new(s->data, s->len));
-	s->replays++;
-	wait_for_answer(in, s->unique, i);
+}
+
+/* The slot of a waiting request, or NULL; with the lock held (or alone). */
+static struct slot *waiting_slot(struct pf_inflight *in, guint64 unique)
+{
+	gpointer value;
+
+	if (!g_hash_table_lookup_extended(in->waiting, &unique, NULL, &value))
+		return NULL;
+	return &in->slots[GPOINTER_TO_UINT(value) - 1];
+}
+
+/* An INTERRUPT read: the request it names, if kept, will be answered EINTR
+ * by a successor.  With the lock held (or alone). */
+static void note_interrupt(struct pf_inflight *in,
+			   const struct fuse_in_header *h)
+{
+	const struct fuse_interrupt_in *arg = (const void *)(h + 1);
+	struct slot *s;
+
+	if (h->len < sizeof(*h) + sizeof(*arg))
+		return;
+	for (guint k = 0; k < in->n_fresh; k++)
+		if (in->fresh[k].unique == arg->unique) {
+			in->slots[in->fresh[k].slot].interrupted = 1;
+			return;
+		}
+	if ((s = waiting_slot(in, arg->unique)))
+		s->interrupted = 1;
 }
 
 /* A read buffer holding a request its reader's code never saw (the server
  * died inside read(2)): into a slot, as if kept at once. */
-static void rescue_unseen(struct pf_inflight *in, guint r, GPtrArray *left,
-			  GArray *refused)
+static void rescue_unseen(struct pf_inflight *in, guint r)
 {
 	const struct fuse_in_header *h =
 		(const void *)(in->readers + (gsize)r * READER_BYTES);
@@ -187,19 +225,27 @@ static void rescue_unseen(struct pf_inflight *in, guint r, GPtrArray *left,
 	guint32 i;
 
 	if (!h->unique || h->unique == in->header->seen[r] ||
-	    h->len < sizeof(*h) || h->len > sizeof(s->data) ||
-	    !answered_later(h->opcode) ||
-	    g_hash_table_contains(in->waiting, &h->unique) || !in->n_free)
+	    h->len < sizeof(*h) || h->len > sizeof(s->data))
 		return;
+	if (h->opcode == FUSE_INTERRUPT)
+		note_interrupt(in, h);
+	if (h->opcode == FUSE_INIT && !in->unseen_init)
+		in->unseen_init = g_bytes_new(h, h->len);
+	if (!answered_later(h->opcode) ||
+	    g_hash_table_contains(in->waiting, &h->unique) || !in->n_free) {
+		in->header->seen[r] = h->unique;
+		return;
+	}
 	i = in->free[--in->n_free];
 	s = &in->slots[i];
 	memcpy(s->data, h, h->len);
 	s->len = h->len;
 	s->replays = 0;
+	s->interrupted = 0;
 	in->header->used = MAX(in->header->used, i + 1);
 	__atomic_store_n(&s->unique, h->unique, __ATOMIC_RELEASE);
 	in->header->seen[r] = h->unique;
-	take_left(in, i, left, refused);
+	wait_for_answer(in, h->unique, i);
 }
 
 /* What a previous server left: the requests in slots, and those read into
@@ -210,6 +256,8 @@ static void find_left(struct pf_inflight *in, GPtrArray *left,
 	struct area_header *h = in->header;
 	guint32 used = MIN(h->used, N_SLOTS);
 	gboolean taken[N_SLOTS] = { FALSE };
+	GHashTableIter iter;
+	gpointer value;
 
 	for (guint32 i = 0; i < used; i++) {
 		struct slot *s = &in->slots[i];
@@ -223,13 +271,16 @@ static void find_left(struct pf_inflight *in, GPtrArray *left,
 			continue;
 		}
 		taken[i] = TRUE;
-		take_left(in, i, left, refused);
+		wait_for_answer(in, s->unique, i);
 	}
 	for (guint32 i = N_SLOTS; i-- > 0;)
 		if (!taken[i])
 			in->free[in->n_free++] = i;
 	for (guint r = 0; r < PF_INFLIGHT_READERS; r++)
-		rescue_unseen(in, r, left, refused);
+		rescue_unseen(in, r);
+	g_hash_table_iter_init(&iter, in->waiting);
+	while (g_hash_table_iter_next(&iter, NULL, &value))
+		take_left(in, GPOINTER_TO_UINT(value) - 1, left, refused);
 	g_ptr_array_sort(left, by_unique);
 }
 
@@ -241,7 +292,7 @@ struct pf_inflight *pf_inflight_open(int session_fd, const char *name,
 	void *map;
 
 	*left = g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
-	*refused = g_array_new(FALSE, FALSE, sizeof(guint64));
+	*refused = g_array_new(FALSE, FALSE, sizeof(struct pf_refusal));
 	if (session_fd < 0)
 		return NULL;
 	if (fstat(session_fd, &st) < 0 ||
@@ -292,9 +343,16 @@ void pf_inflight_free(struct pf_inflight *in)
 		return;
 	munmap(in->map, MAP_BYTES);
 	g_hash_table_unref(in->waiting);
+	if (in->unseen_init)
+		g_bytes_unref(in->unseen_init);
 	g_mutex_clear(&in->lock);
 	g_free(in->name);
 	g_free(in);
+}
+
+GBytes *pf_inflight_take_unseen_init(struct pf_inflight *in)
+{
+	return in ? g_steal_pointer(&in->unseen_init) : NULL;
 }
 
 void *pf_inflight_read_buffer(struct pf_inflight *in, guint reader,
@@ -340,6 +398,7 @@ static void keep(struct pf_inflight *in, const void *req, gsize len)
 	memcpy(s->data, req, len);
 	s->len = (guint32)len;
 	s->replays = 0;
+	s->interrupted = 0;
 	if (i >= in->header->used)
 		in->header->used = i + 1;
 	/* Last: a server killed before this store leaves the slot free. */
@@ -362,6 +421,9 @@ gssize pf_inflight_read(struct pf_inflight *in, int fd, void *buf, gsize len)
 	if (n <= 0 || !in)
 		return n;
 	g_mutex_lock(&in->lock);
+	if ((gsize)n >= sizeof(struct fuse_in_header) &&
+	    ((const struct fuse_in_header *)buf)->opcode == FUSE_INTERRUPT)
+		note_interrupt(in, buf);
 	keep(in, buf, (gsize)n);
 	/* After the slot: a server killed in between leaves the request in
 	 * both, which a successor takes once. */
@@ -404,15 +466,18 @@ void pf_inflight_processed(struct pf_inflight *in, guint64 unique)
 	g_mutex_unlock(&in->lock);
 }
 
-void pf_inflight_survived(struct pf_inflight *in, guint64 unique)
+void pf_inflight_replaying(struct pf_inflight *in, guint64 unique,
+			   gboolean returned)
 {
-	gpointer value;
+	struct slot *s;
 
 	if (!in)
 		return;
 	g_mutex_lock(&in->lock);
-	if (g_hash_table_lookup_extended(in->waiting, &unique, NULL, &value))
-		in->slots[GPOINTER_TO_UINT(value) - 1].replays = 0;
+	/* Counted before the processing, so that a server it kills has
+	 * counted it; cleared once the processing returned. */
+	if ((s = waiting_slot(in, unique)))
+		s->replays = returned ? 0 : s->replays + 1;
 	g_mutex_unlock(&in->lock);
 }
 

@@ -47,8 +47,9 @@ struct pf_session *pf_session_serve(const struct fuse_lowlevel_ops *ops,
 /* Takes no more requests (those parked earlier can still be answered):
  * nothing changes after this but what the caller does. */
 void pf_session_stop(struct pf_session *ps);
-/* TRUE while the session processes again the requests a dead server had
- * read and not answered (kernels before 6.9; see inflight.c). */
+/* TRUE while the session processes a request a dead server had read and
+ * not answered: sent again by the kernel (Linux 6.9 and later), or
+ * processed again from its copy (before; see inflight.c). */
 gboolean pf_session_replaying(const struct pf_session *ps);
 /* Stops if need be and frees; the connection lives on in other copies of
  * its descriptor (the keeper's, or pf_mount's). */

@@ -5,6 +5,7 @@
  * with servers killed under load, is tested on real mounts
  * (tests/test_keeper.py).
  */
+#include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -157,12 +158,29 @@ static void test_unseen_in_read_buffer(struct fixture *f, gconstpointer data)
 	free_all(in, left, refused);
 	in = open_left(f, &left, &refused);
 	g_assert_cmpuint(left->len, ==, 0);
+	g_assert_null(pf_inflight_take_unseen_init(in));
+	/* A connection's first server dies inside the read of INIT. */
+	buf = pf_inflight_read_buffer(in, 0, &size);
+	make_request(buf, 104, FUSE_INIT, 2);
+	free_all(in, left, refused);
+	in = open_left(f, &left, &refused);
+	g_assert_cmpuint(left->len, ==, 0);
+	{
+		g_autoptr(GBytes) init = pf_inflight_take_unseen_init(in);
+		const struct fuse_in_header *h;
+
+		g_assert_nonnull(init);
+		h = g_bytes_get_data(init, &size);
+		g_assert_cmpuint(size, ==, 104);
+		g_assert_cmpuint(h->opcode, ==, FUSE_INIT);
+	}
 	free_all(in, left, refused);
 }
 
 /* A request whose processing kills every server: processed again twice,
  * then refused; one that only waits is processed again at every hand-over
- * without limit; forget_all drops everything. */
+ * without limit; one left but not processed again (its server died first)
+ * is not counted; forget_all drops everything. */
 static void test_replay_limit(struct fixture *f, gconstpointer data)
 {
 	GPtrArray *left;
@@ -183,11 +201,24 @@ static void test_replay_limit(struct fixture *f, gconstpointer data)
 			g_assert_cmpuint(left->len, ==, 1);
 			g_assert_cmpuint(left_unique(left, 0), ==, 32);
 			g_assert_cmpuint(refused->len, ==, 1);
-			g_assert_cmpuint(g_array_index(refused, guint64, 0),
-					 ==, 30);
+			g_assert_cmpuint(g_array_index(refused,
+						       struct pf_refusal,
+						       0).unique, ==, 30);
+			g_assert_cmpint(g_array_index(refused,
+						      struct pf_refusal,
+						      0).err, ==, EIO);
 		}
-		/* The read returned (it waits again); the write never does. */
-		pf_inflight_survived(in, 32);
+		/* Processed again: the read returns (it waits again), the
+		 * write never does. */
+		for (guint i = 0; i < left->len; i++)
+			pf_inflight_replaying(in, left_unique(left, i), FALSE);
+		pf_inflight_replaying(in, 32, TRUE);
+		free_all(in, left, refused);
+	}
+	/* Left, then the server dies before processing anything again: */
+	for (guint round = 1; round <= 3; round++) {
+		in = open_left(f, &left, &refused);
+		g_assert_cmpuint(left->len, ==, 1);
 		free_all(in, left, refused);
 	}
 	in = open_left(f, &left, &refused);
@@ -195,6 +226,58 @@ static void test_replay_limit(struct fixture *f, gconstpointer data)
 	free_all(in, left, refused);
 	in = open_left(f, &left, &refused);
 	g_assert_cmpuint(left->len + refused->len, ==, 0);
+	free_all(in, left, refused);
+}
+
+/* The kernel sends an INTERRUPT for a waiting request once: if the server
+ * dies before answering it, the successor answers that request EINTR
+ * rather than processing it again; also when the INTERRUPT was only in a
+ * read buffer. */
+static void test_interrupted(struct fixture *f, gconstpointer data)
+{
+	GPtrArray *left;
+	GArray *refused;
+	struct pf_inflight *in = open_left(f, &left, &refused);
+	char intr[48];
+	gsize size;
+	void *buf;
+
+	(void)data;
+	deliver(f, in, 80, FUSE_READ, 50);	/* parked */
+	pf_inflight_processed(in, 50);
+	deliver(f, in, 80, FUSE_READ, 52);	/* parked */
+	pf_inflight_processed(in, 52);
+	make_request(intr, sizeof(intr), FUSE_INTERRUPT, 54);
+	*(guint64 *)(intr + sizeof(struct fuse_in_header)) = 50;
+	g_assert_cmpint(write(f->pipe[1], intr, sizeof(intr)), ==,
+			sizeof(intr));
+	buf = pf_inflight_read_buffer(in, 0, &size);
+	g_assert_cmpint(pf_inflight_read(in, f->pipe[0], buf, size), ==,
+			sizeof(intr));
+	free_all(in, left, refused);
+
+	in = open_left(f, &left, &refused);
+	g_assert_cmpuint(left->len, ==, 1);
+	g_assert_cmpuint(left_unique(left, 0), ==, 52);
+	g_assert_cmpuint(refused->len, ==, 1);
+	g_assert_cmpuint(g_array_index(refused, struct pf_refusal, 0).unique,
+			 ==, 50);
+	g_assert_cmpint(g_array_index(refused, struct pf_refusal, 0).err, ==,
+			EINTR);
+	pf_inflight_answered(in, 50);
+	/* The next INTERRUPT, for 52, only reached the read buffer. */
+	buf = pf_inflight_read_buffer(in, 0, &size);
+	make_request(buf, sizeof(intr), FUSE_INTERRUPT, 56);
+	*(guint64 *)((char *)buf + sizeof(struct fuse_in_header)) = 52;
+	free_all(in, left, refused);
+
+	in = open_left(f, &left, &refused);
+	g_assert_cmpuint(left->len, ==, 0);
+	g_assert_cmpuint(refused->len, ==, 1);
+	g_assert_cmpuint(g_array_index(refused, struct pf_refusal, 0).unique,
+			 ==, 52);
+	g_assert_cmpint(g_array_index(refused, struct pf_refusal, 0).err, ==,
+			EINTR);
 	free_all(in, left, refused);
 }
 
@@ -226,6 +309,8 @@ int main(int argc, char **argv)
 		   setup, test_unseen_in_read_buffer, teardown);
 	g_test_add("/inflight/replay-limit", struct fixture, NULL, setup,
 		   test_replay_limit, teardown);
+	g_test_add("/inflight/interrupted", struct fixture, NULL, setup,
+		   test_interrupted, teardown);
 	g_test_add("/inflight/no-record", struct fixture, NULL, setup,
 		   test_no_record, teardown);
 	return g_test_run();
