@@ -41,6 +41,12 @@
  *       wr:DATA          write() DATA on this fd (escapes as for w)
  *       w:PATH:DATA      open PATH O_WRONLY, write DATA, close (e.g. take a lock in between)
  *       sleep:MS         wait MS milliseconds
+ *       times            fstat(): which of atime, mtime, ctime moved since the previous
+ *                        `times` of this seq (the first one says which of them are equal)
+ *       fdlink           readlink("/proc/self/fd/N") of the fd
+ *       same:PATH        stat(PATH) against fstat(fd): "same", or the fields that differ
+ *                        (ino, dev, mode, nlink, uid, gid, size, atime, mtime, ctime)
+ *       sh:CMD           run `sh -c CMD` (another process; sh from PATH) and wait for it
  *       eff:-N, eff:+N   remove capability N from this thread's effective set, or put
  *                        it back (from the permitted set), with capset(2)
  *   pfs blk METHOD FILE [restart|norestart]
@@ -56,6 +62,10 @@
  *   pfs rloop FILE N          up to N read() attempts on fresh fds, retrying at once after
  *                             an error; each attempt printed with start/end ms
  *   pfs st FILE...            stat(): size, blocks, blksize, mode, uid, gid
+ *   pfs stx FILE...           stat(): nlink, mode, uid, gid, size
+ *   pfs inw FILE MS CMD       an inotify watch on FILE (every event), then `sh -c CMD` in
+ *                             a child process; once it exited, the events that came within
+ *                             MS ms, one line each (IN_OPEN, IN_ACCESS, ...)
  *   pfs cat FILE...           the raw bytes, read with read(2) (busybox cat uses sendfile)
  *   pfs vtproc TTY HOLD_MS    (reference VM only) put the virtual console TTY (/dev/tty1,
  *                             the foreground one) in VT_PROCESS mode: a suspend's console
@@ -86,6 +96,8 @@
 #include <sys/uio.h>
 #include <sys/ioctl.h>
 #include <linux/vt.h>
+#include <sys/inotify.h>
+#include <sys/wait.h>
 
 /* pfs as UID GID GROUPS CAPS PROG ARGS...  run PROG as UID/GID with supplementary GROUPS
  *     (comma list, or - for none) keeping CAPS (comma list of cap numbers, or -) as ambient caps.
@@ -302,11 +314,91 @@ static int open_flags(const char *spec)
 	return fl;
 }
 
+static int ts_eq(struct timespec a, struct timespec b)
+{
+	return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+/* The fields of two stats that differ, as a list ("same" when none). */
+static void stat_diff(const struct stat *a, const struct stat *b)
+{
+	int n = 0;
+#define DIFF(cond, name) do { if (cond) printf("%s%s", n++ ? "," : " differ:", name); } while (0)
+	DIFF(a->st_ino != b->st_ino, "ino");
+	DIFF(a->st_dev != b->st_dev, "dev");
+	DIFF(a->st_mode != b->st_mode, "mode");
+	DIFF(a->st_nlink != b->st_nlink, "nlink");
+	DIFF(a->st_uid != b->st_uid, "uid");
+	DIFF(a->st_gid != b->st_gid, "gid");
+	DIFF(a->st_size != b->st_size, "size");
+	DIFF(!ts_eq(a->st_atim, b->st_atim), "atime");
+	DIFF(!ts_eq(a->st_mtim, b->st_mtim), "mtime");
+	DIFF(!ts_eq(a->st_ctim, b->st_ctim), "ctime");
+#undef DIFF
+	printf("%s\n", n ? "" : " same");
+}
+
+static const struct { unsigned mask; const char *name; } in_names[] = {
+	{ IN_ACCESS, "IN_ACCESS" }, { IN_MODIFY, "IN_MODIFY" }, { IN_ATTRIB, "IN_ATTRIB" },
+	{ IN_CLOSE_WRITE, "IN_CLOSE_WRITE" }, { IN_CLOSE_NOWRITE, "IN_CLOSE_NOWRITE" },
+	{ IN_OPEN, "IN_OPEN" }, { IN_MOVE_SELF, "IN_MOVE_SELF" },
+	{ IN_DELETE_SELF, "IN_DELETE_SELF" }, { IN_UNMOUNT, "IN_UNMOUNT" },
+	{ IN_Q_OVERFLOW, "IN_Q_OVERFLOW" }, { IN_IGNORED, "IN_IGNORED" },
+};
+
+static int do_inw(char **argv)
+{
+	char ev[4096] __attribute__((aligned(8)));
+	int in = inotify_init1(IN_CLOEXEC);
+	int wd = inotify_add_watch(in, argv[0], IN_ALL_EVENTS);
+	printf("inotify_add_watch(%s, IN_ALL_EVENTS)", argv[0]);
+	res(wd);
+	if (wd < 0) return 1;
+	printf("$ sh -c '%s' (another process)\n", argv[2]);
+	pid_t pid = fork();
+	if (pid == 0) {
+		execlp("sh", "sh", "-c", argv[2], (char *)NULL);
+		_exit(127);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	for (;;) {
+		struct pollfd p = { in, POLLIN, 0 };
+		if (poll(&p, 1, atoi(argv[1])) <= 0) break;
+		long n = read(in, ev, sizeof(ev));
+		for (char *c = ev; n > 0 && c < ev + n;) {
+			struct inotify_event *e = (struct inotify_event *)c;
+			printf("event");
+			for (unsigned k = 0; k < sizeof(in_names) / sizeof(in_names[0]); k++)
+				if (e->mask & in_names[k].mask) printf(" %s", in_names[k].name);
+			printf(e->len ? " name=%s\n" : "\n", e->name);
+			c += sizeof(*e) + e->len;
+		}
+	}
+	printf("# no more events within %s ms\n", argv[1]);
+	return 0;
+}
+
+static int do_stx(int argc, char **argv)
+{
+	for (int i = 0; i < argc; i++) {
+		struct stat st;
+		int r = stat(argv[i], &st);
+		printf("stat(%s)", argv[i]);
+		if (r < 0) { res(-1); continue; }
+		printf(" = 0 st_nlink=%ld st_mode=0%o uid=%d gid=%d st_size=%lld\n", (long)st.st_nlink,
+		       st.st_mode, (int)st.st_uid, (int)st.st_gid, (long long)st.st_size);
+	}
+	return 0;
+}
+
 static int do_seq(int argc, char **argv, char *buf, char *data)
 {
 	const char *f = argv[0];
 	int fl = open_flags(argv[1]);
 	int fd = open(f, fl);
+	struct stat last;
+	int have_last = 0;
 	printf("open(%s, %s)", f, argv[1]);
 	res(fd);
 	if (fd < 0) return 1;
@@ -418,6 +510,47 @@ static int do_seq(int argc, char **argv, char *buf, char *data)
 			long long r = lseek(fd, 0, SEEK_CUR);
 			printf("lseek(0, SEEK_CUR)");
 			if (r < 0) res(-1); else printf(" = %lld\n", r);
+		} else if (!strcmp(op, "times")) {
+			struct stat st;
+			int r = fstat(fd, &st);
+			printf("fstat() times");
+			if (r < 0) { res(-1); continue; }
+			if (!have_last) {
+				printf(": the first, atime %s mtime, mtime %s ctime\n",
+				       ts_eq(st.st_atim, st.st_mtim) ? "==" : "!=",
+				       ts_eq(st.st_mtim, st.st_ctim) ? "==" : "!=");
+			} else {
+				printf(": atime %s, mtime %s, ctime %s\n",
+				       ts_eq(st.st_atim, last.st_atim) ? "same" : "moved",
+				       ts_eq(st.st_mtim, last.st_mtim) ? "same" : "moved",
+				       ts_eq(st.st_ctim, last.st_ctim) ? "same" : "moved");
+			}
+			last = st;
+			have_last = 1;
+		} else if (!strcmp(op, "fdlink")) {
+			char path[64], link[4096];
+			snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+			long r = readlink(path, link, sizeof(link) - 1);
+			printf("readlink(/proc/self/fd/N)");
+			if (r < 0) { res(-1); continue; }
+			link[r] = 0;
+			printf(" = \"%s\"\n", link);
+		} else if (!strcmp(op, "same")) {
+			struct stat a, b;
+			int r = stat(arg, &a);
+			printf("stat(%s) against fstat()", arg);
+			if (r < 0 || fstat(fd, &b) < 0) { res(-1); continue; }
+			stat_diff(&a, &b);
+		} else if (!strcmp(op, "sh")) {
+			printf("$ sh -c '%s' (another process)\n", arg);
+			pid_t pid = fork();
+			if (pid == 0) {
+				execlp("sh", "sh", "-c", arg, (char *)NULL);
+				_exit(127);
+			}
+			int r;
+			waitpid(pid, &r, 0);
+			printf("rc=%d\n", WIFEXITED(r) ? WEXITSTATUS(r) : -1);
 		} else if (!strcmp(op, "fstat")) {
 			struct stat st;
 			int r = fstat(fd, &st);
@@ -669,6 +802,8 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "wt") && argc > 3) return do_wt(argc - 2, argv + 2, data);
 	if (!strcmp(cmd, "rloop")) return do_rloop(argc - 2, argv + 2, buf);
 	if (!strcmp(cmd, "st")) return do_st(argc - 2, argv + 2);
+	if (!strcmp(cmd, "stx")) return do_stx(argc - 2, argv + 2);
+	if (!strcmp(cmd, "inw") && argc > 4) return do_inw(argv + 2);
 	if (!strcmp(cmd, "cat")) {
 		for (int i = 2; i < argc; i++) {
 			int fd = open(argv[i], O_RDONLY);

@@ -1,0 +1,57 @@
+# F1: file identity. An open fd's /proc link and fstat while other processes look the
+# name up, open, read and write it; link counts; which calls move a file's atime, mtime
+# and ctime; what an inotify watch reports of another process's accesses.
+. ${LIB:-/lib.sh}
+note "F1 file identity"
+if kernel; then note "mounts: $(grep -E ' /sys | /sys/kernel/debug ' /proc/mounts | cut -d' ' -f2-4 | tr '\n' ';')"; fi
+
+note "==== times of first accesses since boot (sysfs and debugfs are mounted relatime: a read"
+note "moves atime only while atime is not newer than mtime and ctime)"
+t "pfs seq $WS r times sleep:30 read:100 times sleep:30 seek:set:0 read:100 times sleep:30 'sh:cat $WS >/dev/null' times sleep:30 'sh:cat $WS >/dev/null' times"
+t "pfs seq $P/autosleep r times sleep:30 read:100 times sleep:30 'sh:cat $P/autosleep >/dev/null' times sleep:30 'sh:cat $P/autosleep >/dev/null' times"
+
+note "==== link counts: the directory, suspend_stats/, two files, wakeup_sources"
+t "pfs stx $P $P/suspend_stats $P/state $P/suspend_stats/success $WS"
+
+note "==== an fd's link and fstat against stat while other processes use the name"
+t "pfs seq $P/wake_lock r fdlink same:$P/wake_lock 'sh:cat $P/wake_lock >/dev/null; ls -l $P >/dev/null; pfs w $P/wake_lock f1' fdlink same:$P/wake_lock 'sh:pfs w $P/wake_unlock f1; stat $P/wake_lock >/dev/null' fdlink same:$P/wake_lock"
+t "pfs seq $P/wakeup_count r read:100 'sh:cat $P/wakeup_count >/dev/null' fdlink same:$P/wakeup_count"
+t "pfs seq $WS r read:100 'sh:cat $WS >/dev/null' fdlink same:$WS"
+
+note "==== times (30 ms between calls: the kernel's clock is coarse)"
+note "wake_lock on one fd: read(2), pread, a write that succeeds, one that fails (EINVAL)"
+t "pfs seq $P/wake_lock rw times sleep:30 read:100 times sleep:30 pread:100@0 times sleep:30 wr:f1t times sleep:30 'wr:\\n' times sleep:30 times"
+t "pfs w $P/wake_unlock f1t"
+note "state: a read, a write that fails (EINVAL)"
+t "pfs seq $P/state rw times sleep:30 read:100 times sleep:30 wr:bogus times"
+note "suspend_stats/success: two reads"
+t "pfs seq $P/suspend_stats/success r times sleep:30 read:100 times sleep:30 seek:set:0 read:100 times"
+note "wakeup_sources: read(2) from 0 three times on one fd, then on a fresh fd"
+t "pfs seq $WS r times sleep:30 read:100 times sleep:30 seek:set:0 read:100 times sleep:30 seek:set:0 read:65536 times"
+t "pfs seq $WS r times sleep:30 read:100 times sleep:30 times"
+note "wakeup_sources: root's write (it fails with EINVAL)"
+t "pfs seq $WS w times sleep:30 wr:x times"
+note "wake_lock: writes by other processes: O_APPEND, and a shell's echo (O_TRUNC)"
+t "pfs seq $P/wake_lock r times sleep:30 'sh:pfs wa $P/wake_lock f1a' times sleep:30 'sh:echo f1e > $P/wake_lock' times sleep:30 'sh:echo f1e > $P/wake_lock' times sleep:30 'sh:echo f1a > $P/wake_unlock; echo f1e > $P/wake_unlock' times"
+note "wake_unlock: the shell's echo failing (EINVAL: no such lock)"
+t "pfs seq $P/wake_unlock r times sleep:30 'sh:echo f1-none > $P/wake_unlock' times"
+note "wake_lock: chmod, chown, chmod again, by another process"
+t "pfs seq $P/wake_lock r times sleep:30 'sh:chmod 0644 $P/wake_lock' times sleep:30 'sh:chown 0:0 $P/wake_lock' times sleep:30 'sh:chmod 0644 $P/wake_lock' times"
+note "wake_unlock: touch (utimensat: now, then a date, then -a and -m), truncate -s 0"
+t "pfs seq $P/wake_unlock r times sleep:30 'sh:touch $P/wake_unlock' times sleep:30 'sh:touch -d \"2001-02-03 04:05:06\" $P/wake_unlock; stat -c \"atime %X mtime %Y\" $P/wake_unlock' times sleep:30 'sh:touch -a $P/wake_unlock' times sleep:30 'sh:touch -m $P/wake_unlock' times sleep:30 'sh:truncate -s 0 $P/wake_unlock' times"
+note "state and wakeup_count: cat (sendfile) by another process, twice"
+t "pfs seq $P/state r times sleep:30 'sh:cat $P/state >/dev/null' times sleep:30 'sh:cat $P/state >/dev/null' times"
+t "pfs seq $P/wakeup_count r times sleep:30 'sh:cat $P/wakeup_count >/dev/null' times"
+note "wakeup_sources: cat (sendfile fails, read(2) then) by another process"
+t "pfs seq $WS r times sleep:30 'sh:cat $WS >/dev/null' times"
+note "suspend_stats/success: a shell's echo (O_TRUNC open of a 0444 file by root)"
+t "pfs seq $P/suspend_stats/success r times sleep:30 'sh:echo 1 > $P/suspend_stats/success' times"
+
+note "==== inotify: what a watch reports of another process (the host's sysfs, Linux 6.18:"
+note "IN_OPEN, IN_ACCESS for a read that returned data, IN_MODIFY for a write that succeeded,"
+note "IN_CLOSE_WRITE or IN_CLOSE_NOWRITE; nothing for a write that failed)"
+t "pfs inw $P/wake_lock 300 'pfs seq $P/wake_lock r read:100 >/dev/null; cat $P/wake_lock >/dev/null; pfs w $P/wake_lock f1n >/dev/null; pfs w $P/wake_unlock f1n >/dev/null'"
+t "pfs inw $P/state 300 'pfs seq $P/state rw read:100 wr:bogus >/dev/null'"
+t "pfs inw $P/wakeup_count 300 'pfs seq $P/wakeup_count r read:100 >/dev/null'"
+t "pfs inw $WS 300 'pfs seq $WS r read:100 >/dev/null; cat $WS >/dev/null'"
+t "pfs inw $P 300 'pfs seq $P/state r read:100 >/dev/null; pfs w $P/wake_lock f1d >/dev/null; pfs w $P/wake_unlock f1d >/dev/null'"
