@@ -90,7 +90,8 @@ static void do_lookup(struct kernel *k, struct fake_input *in)
 
 		fake_check(node_get(k->fs, e->ino) != NULL,
 			   "a lookup gave an inode with no node");
-		fake_check(node_get(k->fs, e->ino)->parent == parent,
+		fake_check(node_get(k->fs, e->ino)->parent ==
+				   node_get(k->fs, parent),
 			   "a lookup gave another directory's file");
 		learn(k, e->ino);
 	} else {
@@ -136,9 +137,14 @@ static void do_read(struct kernel *k, struct fake_input *in, gboolean adopt)
 	fuse_req_t req;
 
 	if (adopt) {
-		/* A file an earlier server opened, on an inode it gave. */
+		/* A file an earlier server opened, on an inode it gave: one
+		 * of ours, or a number of a former version's (a serial above
+		 * a row of its table) or of none. */
 		ino = pick_inode(k, in);
-		if (is_dir(k, ino))
+		if (b & 4)
+			ino = (fuse_ino_t)fake_u16(in) << LEGACY_SHIFT |
+			      fake_byte(in) % 32;
+		if (node_get(k->fs, ino) && is_dir(k, ino))
 			return;
 		fi.fh = k->adopted_fh++;
 	} else {

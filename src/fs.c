@@ -13,27 +13,30 @@
  * whole command whatever the file offset.  wakeup_sources, a debugfs file in
  * the kernel, is printed a row at a time as seq_file prints it.
  *
- * All files are opened direct_io, so read(2) and its kin always reach us.
- * sendfile(2) and splice(2) do not honour direct_io (Linux 6.5 and later):
- * they read through the page cache, up to the size the kernel holds for the
- * inode, which a short read lowers to what it returned.  So names are looked
- * up again at every path walk, each lookup answering a new inode with the
- * full size (below), and an open of an inode met before (a reopen through
- * /proc/PID/fd, a file bound on its own) drops the pages a page-cache read
- * left, unless a page-cache read is waiting (a blocked wakeup_count): it
- * holds its page locked, and the opener would wait for it, uninterruptibly.  The page cache's reads are
- * synchronous requests, so a waiting one is interrupted by a signal or the
- * freezer like any other read.
+ * Each name has one inode for the life of the mount, numbered after its path
+ * (INO_NAMED), as a sysfs file has one: /proc/PID/fd links keep their path,
+ * inotify watches see what every process does, fstat(fd) is stat(path), and
+ * a path walk costs no request once the kernel knows the name.
  *
- * The kernel keeps one page cache per inode, and a page-cache read that
- * waits here keeps its page locked: a second page-cache reader of the same
- * inode would wait for that lock in D state, deaf to signals other than
- * SIGKILL and to the freezer.  So every lookup of a file answers a new
- * inode (see clone_ino()): each path walk, hence each open, has a page
- * cache of its own, and no reader ever waits for another's page.
+ * All files are opened direct_io, so read(2) and its kin always reach us.
+ * The page cache reads them all the same for sendfile(2) and splice(2)
+ * (Linux 6.5 and later, whatever the open asked; before, these take the
+ * read(2) path) and for a private mmap.  Such a read keeps its page locked
+ * while its request is out, and every opener of the inode shares the page:
+ * a short answer sets the inode's size to it, which any attribute update
+ * meanwhile (a write, a stat, a lookup by another process) either undoes,
+ * so that the rest of the page comes out as zeros, or leaves behind, so that
+ * longer content later is cut; and the next reader may be given the page
+ * without being asked.  So no read through the page cache is ever answered
+ * with data: it fails at once with EINVAL, as sendfile and splice of a
+ * debugfs file do on the kernel, and busybox cat, Python's shutil and
+ * toybox's copies read(2) then.  No page is ever filled or waited for, and
+ * the size the kernel holds stays what we reported (O_TRUNC comes as a
+ * truncation whose answer says so, not with the open).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -41,36 +44,58 @@
 #include "powerfs/fs.h"
 #include "powerfs/fuse-session.h"
 
-/* The attribute table never changes while mounted, so the kernel may keep
- * attributes; but it must look a name up again at every path walk, since
- * that lookup is what gives the walk an inode of its own (see above). */
+/* The names never change while mounted, and every change of attributes
+ * comes through a request whose answer carries them, or makes the kernel
+ * ask again (a read invalidates atime): the kernel may keep both.  Only a
+ * size that bounds content (wakeup_sources) moves by itself. */
 #define ATTR_SECONDS 3600.0
-#define ENTRY_SECONDS 0.0
+#define ENTRY_SECONDS 3600.0
 
-/* A file's inode numbers: its row's number (below 1 << CLONE_SHIFT) as the
- * attribute's st_ino and in readdir, and for the kernel's inodes that many
- * low bits under a serial.  Decoding needs no table, so a server that takes
- * a mount over after a crash knows the inodes its predecessor gave out. */
-#define CLONE_SHIFT 8
-#define STATIC_INO(ino) ((ino) & ((1u << CLONE_SHIFT) - 1))
+/* Inode numbers.  The root's is FUSE_ROOT_ID; every other node's is
+ * INO_NAMED over a hash of its path, the same in every version of powerfs
+ * whatever the order of the attribute table, so that a server that takes a
+ * mount over (after a crash, or in a live upgrade to a version with more
+ * files) finds the same files behind the inodes the kernel holds.  A number
+ * without INO_NAMED is a former server's: the file's place in the table of
+ * those versions (legacy_paths) in its low LEGACY_SHIFT bits, under a
+ * serial where every lookup of a file gave a new number.  A number that
+ * names no file here (a later version's file, after a downgrade) is
+ * ESTALE. */
+#define INO_NAMED (G_GUINT64_CONSTANT(1) << 62)
+#define INO_HASH_MASK ((G_GUINT64_CONSTANT(1) << 48) - 1)
+#define LEGACY_SHIFT 8
+
+/* The paths in the order of the table of the versions before INO_NAMED:
+ * number N (N >= 2) was row N - 2. */
+static const char *const legacy_paths[] = {
+	"state", "wakeup_count", "autosleep", "wake_lock", "wake_unlock",
+	"wakeup_sources", "suspend_stats", "suspend_stats/success",
+	"suspend_stats/fail", "suspend_stats/failed_freeze",
+	"suspend_stats/failed_prepare", "suspend_stats/failed_suspend",
+	"suspend_stats/failed_suspend_late",
+	"suspend_stats/failed_suspend_noirq", "suspend_stats/failed_resume",
+	"suspend_stats/failed_resume_early",
+	"suspend_stats/failed_resume_noirq", "suspend_stats/last_failed_dev",
+	"suspend_stats/last_failed_errno", "suspend_stats/last_failed_step",
+};
 
 struct node {
 	const struct pf_attr *attr;	/* NULL for the root */
-	fuse_ino_t parent;
+	struct node *parent;	/* NULL for the root */
+	fuse_ino_t ino;
 	mode_t mode;
 	uid_t uid;
 	gid_t gid;
-	struct timespec ctime;
-	/* A page-cache read was answered with data since an open last had
-	 * the kernel drop the cached pages. */
-	gboolean pagecache_filled;
-	guint pagecache_parked;	/* page-cache reads waiting */
+	nlink_t nlink;
+	struct timespec atime, mtime, ctime;
+	/* Times were set since the mount (kernfs keeps an inode's times
+	 * apart once a setattr made it: all three start at that moment). */
+	gboolean times_kept;
 };
 
 struct open_file {
 	struct pf_snapshot snap;	/* first: the session frees the record */
 	struct node *node;
-	fuse_ino_t ino;		/* the kernel's inode it was opened on */
 	guint row;		/* show_rows files: the next row to print */
 	gsize seq_size;		/* show_rows files: seq_file's buffer size */
 	gboolean pending_row;	/* snap holds a whole row not yet returned */
@@ -80,10 +105,10 @@ struct pf_fs {
 	struct power *pw;
 	struct pf_session *session;
 	gboolean debug;
-	struct node *nodes;	/* nodes[ino - 1] */
+	struct node *nodes;	/* the root, then the table's rows */
 	guint n_nodes;
-	struct timespec mounted_at;
-	guint64 clone_serial;	/* the last one given out */
+	GHashTable *by_ino;	/* INO_NAMED numbers -> struct node */
+	struct node *legacy[G_N_ELEMENTS(legacy_paths)];
 	GQueue parked;		/* struct parked: waiting for the core */
 	GQueue answered;	/* struct parked: answered early, core pending */
 	GQueue interrupted;	/* struct parked: to be answered EINTR */
@@ -106,30 +131,65 @@ struct parked {
 	struct open_file *of;
 	size_t size;
 	off_t off;
-	gboolean pagecache;	/* sent by the page cache (sendfile, splice) */
-	gboolean tainted;	/* the node's attributes moved meanwhile */
 	/* A write waiting for the core: its length. */
 	gsize len;
 };
+
+static char *node_path(struct pf_fs *fs, const struct node *n);
 
 static struct pf_fs *req_fs(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
 }
 
+/* The node of an inode number, or NULL (see INO_NAMED). */
 static struct node *node_get(struct pf_fs *fs, fuse_ino_t ino)
 {
-	ino = STATIC_INO(ino);
-	return ino >= 1 && ino <= fs->n_nodes ? &fs->nodes[ino - 1] : NULL;
+	guint64 row;
+
+	if (ino == FUSE_ROOT_ID)
+		return &fs->nodes[0];
+	if (ino & INO_NAMED)
+		return g_hash_table_lookup(fs->by_ino, &ino);
+	row = ino & ((1u << LEGACY_SHIFT) - 1);
+	return row >= 2 && row - 2 < G_N_ELEMENTS(fs->legacy) ?
+		       fs->legacy[row - 2] : NULL;
 }
 
-/* A new inode number for a file (see the top of this file).  The serials
- * start at the wall clock in microseconds, so those of a server that
- * replaced a crashed one stay above its predecessor's, which the kernel may
- * still hold, unless it gave out more than a million a second. */
-static fuse_ino_t clone_ino(struct pf_fs *fs, fuse_ino_t ino)
+static double attr_seconds(const struct node *n)
 {
-	return (++fs->clone_serial << CLONE_SHIFT) | ino;
+	return n->attr && n->attr->size_bound ? 0.0 : ATTR_SECONDS;
+}
+
+/* The node is about to have times set: as kernfs does at a node's first
+ * setattr, all three start at now. */
+static void node_keep_times(struct node *n, const struct timespec *now)
+{
+	if (n->times_kept)
+		return;
+	n->times_kept = TRUE;
+	n->atime = n->mtime = n->ctime = *now;
+}
+
+static gboolean ts_before(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec < b->tv_sec ||
+	       (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* The kernel's sendfile(2) marks the file accessed, whether or not the
+ * file could be spliced, and splice(2) of a sysfs file does too; sysfs
+ * and debugfs are mounted relatime: atime moves while it is not newer than
+ * mtime or ctime, or once a day. */
+static void node_accessed(struct node *n)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (!ts_before(&n->mtime, &n->atime) ||
+	    !ts_before(&n->ctime, &n->atime) ||
+	    now.tv_sec - n->atime.tv_sec >= 24 * 60 * 60)
+		n->atime = now;
 }
 
 static const char *node_name(const struct node *n)
@@ -137,14 +197,12 @@ static const char *node_name(const struct node *n)
 	return n->attr ? n->attr->name : "/";
 }
 
-static void node_stat(struct pf_fs *fs, fuse_ino_t ino, struct stat *st)
+static void node_stat(struct pf_fs *fs, const struct node *n, struct stat *st)
 {
-	const struct node *n = node_get(fs, ino);
-
 	memset(st, 0, sizeof(*st));
-	st->st_ino = STATIC_INO(ino);
+	st->st_ino = n->ino;
 	st->st_mode = n->mode;
-	st->st_nlink = S_ISDIR(n->mode) ? 2 : 1;
+	st->st_nlink = n->nlink;
 	st->st_uid = n->uid;
 	st->st_gid = n->gid;
 	if (!n->attr)
@@ -154,26 +212,9 @@ static void node_stat(struct pf_fs *fs, fuse_ino_t ino, struct stat *st)
 	else
 		st->st_size = n->attr->size;
 	st->st_blksize = 4096;
-	st->st_atim = fs->mounted_at;
-	st->st_mtim = fs->mounted_at;
+	st->st_atim = n->atime;
+	st->st_mtim = n->mtime;
 	st->st_ctim = n->ctime;
-}
-
-/* The kernel moves an inode's attribute version whenever it takes
- * attributes or a write result from us.  A page-cache read sent before that
- * then keeps the size it started with, and a short answer would come out
- * padded with zeros to it: a waiting page-cache read of a node whose
- * attributes moved is answered EINTR, never with data. */
-static void attrs_moved(struct pf_fs *fs, fuse_ino_t ino)
-{
-	if (!node_get(fs, ino)->pagecache_parked)
-		return;
-	for (GList *l = fs->parked.head; l; l = l->next) {
-		struct parked *p = l->data;
-
-		if (p->pagecache && p->of->ino == ino)
-			p->tainted = TRUE;
-	}
 }
 
 void pf_fs_set_before_reply(struct pf_fs *fs, wakeup_func func,
@@ -189,28 +230,32 @@ static void before_reply(struct pf_fs *fs)
 		fs->before_reply(fs->before_reply_data);
 }
 
-static void reply_entry(fuse_req_t req, fuse_ino_t ino)
+static void reply_entry(fuse_req_t req, const struct node *n)
 {
 	struct pf_fs *fs = req_fs(req);
 	struct fuse_entry_param e = {
-		.ino = S_ISREG(node_get(fs, ino)->mode) ? clone_ino(fs, ino) :
-							    ino,
-		.attr_timeout = ATTR_SECONDS,
+		.ino = n->ino,
+		.attr_timeout = attr_seconds(n),
 		.entry_timeout = ENTRY_SECONDS,
 	};
 
-	node_stat(fs, ino, &e.attr);
+	node_stat(fs, n, &e.attr);
 	fuse_reply_entry(req, &e);
 }
 
 static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct pf_fs *fs = req_fs(req);
+	const struct node *dir = node_get(fs, parent);
 
+	if (!dir) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
 	for (guint i = 1; i < fs->n_nodes; i++)
-		if (fs->nodes[i].parent == parent &&
+		if (fs->nodes[i].parent == dir &&
 		    !strcmp(fs->nodes[i].attr->name, name)) {
-			reply_entry(req, i + 1);
+			reply_entry(req, &fs->nodes[i]);
 			return;
 		}
 	fuse_reply_err(req, ENOENT);
@@ -219,25 +264,48 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void fs_getattr(fuse_req_t req, fuse_ino_t ino,
 		       struct fuse_file_info *fi)
 {
+	const struct node *n = node_get(req_fs(req), ino);
 	struct stat st;
 
 	(void)fi;
-	node_stat(req_fs(req), ino, &st);
-	attrs_moved(req_fs(req), ino);
-	fuse_reply_attr(req, &st, ATTR_SECONDS);
+	if (!n) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	node_stat(req_fs(req), n, &st);
+	fuse_reply_attr(req, &st, attr_seconds(n));
 }
 
 /* chown and chmod persist (Android's init relies on it); the kernel has
- * already checked that the caller may (default_permissions).  Truncation
- * and times are accepted and ignored, as sysfs does. */
+ * already checked that the caller may (default_permissions).  Times are
+ * kept as kernfs keeps them; a truncation (O_TRUNC too) changes nothing
+ * but them, as in sysfs: mtime and ctime move.  Every setattr moves ctime. */
 static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
 	struct pf_fs *fs = req_fs(req);
 	struct node *n = node_get(fs, ino);
+	struct timespec now;
 	struct stat st;
 
 	(void)fi;
+	if (!n) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	clock_gettime(CLOCK_REALTIME, &now);
+	node_keep_times(n, &now);
+	n->ctime = now;
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		n->atime = now;
+	else if (to_set & FUSE_SET_ATTR_ATIME)
+		n->atime = attr->st_atim;
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		n->mtime = now;
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		n->mtime = attr->st_mtim;
+	else if (to_set & FUSE_SET_ATTR_SIZE)
+		n->mtime = now;
 	if (to_set & FUSE_SET_ATTR_MODE)
 		n->mode = (n->mode & S_IFMT) | (attr->st_mode & 07777);
 	if (to_set & FUSE_SET_ATTR_UID)
@@ -246,15 +314,13 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		n->gid = attr->st_gid;
 	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
 		      FUSE_SET_ATTR_GID)) {
-		clock_gettime(CLOCK_REALTIME, &n->ctime);
 		g_info("%s: mode %04o owner %u:%u", node_name(n),
 		       n->mode & 07777, n->uid, n->gid);
 		wakeup_notify_changed(fs->pw->engine, NULL);
 	}
-	node_stat(fs, ino, &st);
-	attrs_moved(fs, ino);
+	node_stat(fs, n, &st);
 	before_reply(fs);
-	fuse_reply_attr(req, &st, ATTR_SECONDS);
+	fuse_reply_attr(req, &st, attr_seconds(n));
 }
 
 static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -262,8 +328,11 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct pf_fs *fs = req_fs(req);
 	struct node *n = node_get(fs, ino);
 	struct open_file *of;
-	gboolean keep_cache;
 
+	if (!n) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
 	if (S_ISDIR(n->mode)) {
 		fuse_reply_err(req, EISDIR);
 		return;
@@ -279,18 +348,11 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	/* The kernel empties its idea of the size at an O_TRUNC open. */
-	if (fi->flags & O_TRUNC)
-		attrs_moved(fs, ino);
-	/* Have the kernel drop what page-cache reads left, unless one waits
-	 * now: the opener would wait for it. */
-	keep_cache = !n->pagecache_filled || n->pagecache_parked;
-	if (!keep_cache)
-		n->pagecache_filled = FALSE;
 	of = g_new0(struct open_file, 1);
 	of->node = n;
-	of->ino = ino;
-	pf_session_reply_open(fs->session, req, fi, &of->snap, keep_cache);
+	/* The page cache holds nothing of ours (see the top of this file):
+	 * there is nothing to drop, and dropping would lock pages. */
+	pf_session_reply_open(fs->session, req, fi, &of->snap, TRUE);
 }
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino,
@@ -301,20 +363,11 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino,
 }
 
 static void park_read(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
-		      size_t size, off_t off, gboolean pagecache);
-
-/* Answer from the open file's snapshot. */
-static void reply_snapshot(fuse_req_t req, struct open_file *of, size_t size,
-			   off_t off, gboolean pagecache)
-{
-	if (pagecache && (gsize)off < of->snap.text->len)
-		of->node->pagecache_filled = TRUE;
-	pf_snapshot_reply(req, &of->snap, size, off);
-}
+		      size_t size, off_t off);
 
 /* Generate the content and answer from it, or park until it can be. */
 static void read_fresh(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
-		       size_t size, off_t off, gboolean pagecache)
+		       size_t size, off_t off)
 {
 	int ret;
 
@@ -334,7 +387,7 @@ static void read_fresh(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
 		ret = 0;
 	}
 	if (ret == -EAGAIN) {
-		park_read(fs, req, of, size, off, pagecache);
+		park_read(fs, req, of, size, off);
 		return;
 	}
 	if (ret < 0) {
@@ -348,7 +401,7 @@ static void read_fresh(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
 
 		of->node->attr->read_by(fs->pw, &caller, of->snap.text);
 	}
-	reply_snapshot(req, of, size, off, pagecache);
+	pf_snapshot_reply(req, &of->snap, size, off);
 }
 
 /* The kernel's seq_file buffer: one page to start with, doubled for a row
@@ -367,7 +420,7 @@ static void read_fresh(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
  * (as seq_file keeps them), so neither memory per open file nor the work
  * of a read grows with the listing. */
 static void read_rows(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
-		      size_t size, off_t off, gboolean pagecache)
+		      size_t size, off_t off)
 {
 	const struct pf_attr *attr = of->node->attr;
 	GString *out = fs->scratch;
@@ -424,8 +477,6 @@ static void read_rows(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
 	of->pending_row = trim_at != 0;
 	of->snap.valid = TRUE;
 	of->snap.end = off + n;
-	if (pagecache && n)
-		of->node->pagecache_filled = TRUE;
 	fuse_reply_buf(req, out->str, n);
 	/* Keep the scratch buffer from holding on to a huge row. */
 	if (out->allocated_len > 256 * 1024) {
@@ -440,8 +491,6 @@ static void read_unpark(struct pf_fs *fs, struct parked *p)
 	if (p->waiter)
 		wakeup_cancel_wait(p->waiter);
 	p->waiter = NULL;
-	if (p->pagecache)
-		p->of->node->pagecache_parked--;
 	g_queue_unlink(&fs->parked, &p->link);
 }
 
@@ -452,10 +501,7 @@ static void parked_read_wake(gpointer data)
 
 	p->waiter = NULL;	/* it is done: nothing to cancel */
 	read_unpark(fs, p);
-	if (p->tainted)
-		fuse_reply_err(p->req, EINTR);
-	else
-		read_fresh(fs, p->req, p->of, p->size, p->off, p->pagecache);
+	read_fresh(fs, p->req, p->of, p->size, p->off);
 	g_free(p);
 }
 
@@ -494,7 +540,7 @@ static void parked_read_interrupted(fuse_req_t req, void *data)
 }
 
 static void park_read(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
-		      size_t size, off_t off, gboolean pagecache)
+		      size_t size, off_t off)
 {
 	struct parked *p = g_new0(struct parked, 1);
 
@@ -504,11 +550,8 @@ static void park_read(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
 	p->of = of;
 	p->size = size;
 	p->off = off;
-	p->pagecache = pagecache;
 	g_queue_push_tail_link(&fs->parked, &p->link);
 	p->waiter = wakeup_wait_idle(fs->pw->engine, parked_read_wake, p);
-	if (pagecache)
-		of->node->pagecache_parked++;
 	/* May call parked_read_interrupted() at once if a signal came first. */
 	fuse_req_interrupt_func(req, parked_read_interrupted, p);
 }
@@ -516,20 +559,32 @@ static void park_read(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
 static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
+	struct pf_fs *fs = req_fs(req);
 	struct open_file *of = (struct open_file *)pf_session_open_file(
-		req_fs(req)->session, fi, ino);
-	/* The kernel names the lock owner of every read(2)-style read; the
-	 * page cache's reads (sendfile, splice, mmap) have none. */
-	gboolean pagecache = fi->lock_owner == 0;
+		fs->session, fi, ino);
 
-	if (pagecache && of->node->attr->debugfs)
-		fuse_reply_err(req, EINVAL);	/* debugfs cannot be spliced */
-	else if (of->node->attr->show_rows)
-		read_rows(req_fs(req), req, of, size, off, pagecache);
-	else if (pf_snapshot_continues(&of->snap, off))
-		reply_snapshot(req, of, size, off, pagecache);
-	else
-		read_fresh(req_fs(req), req, of, size, off, pagecache);
+	/* The kernel names the lock owner of every read(2)-style read; the
+	 * page cache's reads (sendfile, splice, mmap) have none.  They are
+	 * refused (see the top of this file). */
+	if (!of->node) {
+		fuse_reply_err(req, ESTALE);
+	} else if (fi->lock_owner == 0) {
+		node_accessed(of->node);
+		if (fs->debug) {
+			g_autofree char *path = node_path(fs, of->node);
+
+			g_debug("read %s %zu@%jd by pid %d through the page "
+				"cache: EINVAL", path, size, (intmax_t)off,
+				(int)fuse_req_ctx(req)->pid);
+		}
+		fuse_reply_err(req, EINVAL);
+	} else if (of->node->attr->show_rows) {
+		read_rows(fs, req, of, size, off);
+	} else if (pf_snapshot_continues(&of->snap, off)) {
+		pf_snapshot_reply(req, &of->snap, size, off);
+	} else {
+		read_fresh(fs, req, of, size, off);
+	}
 }
 
 static void reply_store(fuse_req_t req, gssize result)
@@ -658,6 +713,10 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 
 	(void)off;
 	(void)fi;
+	if (!n) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
 	/* (The kernel answers an empty write itself, with 0: debugfs would
 	 * fail it with EINVAL.) */
 	if (size == 0) {
@@ -707,7 +766,6 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		return;
 	}
 	fs->spare = p;
-	attrs_moved(fs, ino);
 	before_reply(fs);
 	reply_store(req, ret);
 }
@@ -721,7 +779,9 @@ static void fs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	const struct node *n = node_get(req_fs(req), ino);
 
 	(void)fi;
-	if (n->attr->debugfs)
+	if (!n)
+		fuse_reply_err(req, ESTALE);
+	else if (n->attr->debugfs)
 		fuse_reply_err(req, EINVAL);
 	else if (off >= n->attr->size)
 		fuse_reply_err(req, ENXIO);
@@ -740,6 +800,10 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	off_t pos = 0;
 
 	(void)fi;
+	if (!dir) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
 	if (!S_ISDIR(dir->mode)) {
 		fuse_reply_err(req, ENOTDIR);
 		return;
@@ -747,25 +811,26 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	/* Entry k of the listing has offset k + 1: ".", "..", then children. */
 	for (guint i = 0; i < fs->n_nodes + 1; i++) {
 		struct stat st = { 0 };
+		const struct node *n;
 		const char *name;
 		size_t need;
 
 		if (i == 0) {
 			name = ".";
-			st.st_ino = ino;
+			n = dir;
 		} else if (i == 1) {
 			name = "..";
-			st.st_ino = dir->parent ? dir->parent : ino;
-		} else if (fs->nodes[i - 1].parent == ino) {
-			name = fs->nodes[i - 1].attr->name;
-			st.st_ino = i;
+			n = dir->parent ? dir->parent : dir;
+		} else if (fs->nodes[i - 1].parent == dir) {
+			n = &fs->nodes[i - 1];
+			name = n->attr->name;
 		} else {
 			continue;
 		}
 		if (pos++ < off)
 			continue;
-		st.st_mode = S_ISDIR(node_get(fs, st.st_ino)->mode) ? S_IFDIR :
-								      S_IFREG;
+		st.st_ino = n->ino;
+		st.st_mode = S_ISDIR(n->mode) ? S_IFDIR : S_IFREG;
 		need = fuse_add_direntry(req, buf + used, size - used, name,
 					 &st, pos);
 		if (need > size - used)
@@ -778,9 +843,10 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void fs_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
-	/* O_TRUNC arrives with the open instead of as a separate truncate. */
-	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
-		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	/* O_TRUNC comes as a truncation after the open, whose answer gives
+	 * the kernel the size back: with it in the open, the kernel would
+	 * hold a size of 0, and sendfile would find nothing to read. */
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 	pf_session_init_conn(conn);
 }
 
@@ -799,6 +865,16 @@ static struct fuse_lowlevel_ops fs_ops = {
 	.readdir = fs_readdir,
 };
 
+/* FNV-1a, 64 bits: a path's hash, the same in every build. */
+static guint64 path_hash(const char *path)
+{
+	guint64 h = G_GUINT64_CONSTANT(14695981039346656037);
+
+	for (; *path; path++)
+		h = (h ^ (guchar)*path) * G_GUINT64_CONSTANT(1099511628211);
+	return h;
+}
+
 static void build_nodes(struct pf_fs *fs)
 {
 	guint n_attrs;
@@ -806,21 +882,35 @@ static void build_nodes(struct pf_fs *fs)
 	struct timespec now;
 
 	clock_gettime(CLOCK_REALTIME, &now);
-	fs->mounted_at = now;
-	fs->clone_serial = (guint64)g_get_real_time();
 	fs->n_nodes = n_attrs + 1;
-	g_assert(fs->n_nodes < 1u << CLONE_SHIFT);
 	fs->nodes = g_new0(struct node, fs->n_nodes);
-	fs->nodes[0] = (struct node){ .mode = S_IFDIR | 0755, .ctime = now };
+	fs->by_ino = g_hash_table_new(g_int64_hash, g_int64_equal);
+	fs->nodes[0] = (struct node){ .mode = S_IFDIR | 0755, .nlink = 2,
+				      .ino = FUSE_ROOT_ID, .atime = now,
+				      .mtime = now, .ctime = now };
 	for (guint i = 0; i < n_attrs; i++)
 		fs->nodes[i + 1] = (struct node){
 			.attr = &attrs[i],
-			.parent = attrs[i].parent < 0 ?
-					  FUSE_ROOT_ID :
-					  (fuse_ino_t)attrs[i].parent + 2,
+			.parent = &fs->nodes[attrs[i].parent + 1],
 			.mode = attrs[i].mode,
-			.ctime = now,
+			.nlink = S_ISDIR(attrs[i].mode) ? 2 : 1,
+			.atime = now, .mtime = now, .ctime = now,
 		};
+	for (guint i = 1; i < fs->n_nodes; i++) {
+		struct node *n = &fs->nodes[i];
+		g_autofree char *path = node_path(fs, n);
+
+		n->ino = INO_NAMED | (path_hash(path) & INO_HASH_MASK);
+		/* Names are few: a collision is a bug to see at once. */
+		g_assert(!g_hash_table_contains(fs->by_ino, &n->ino));
+		g_hash_table_insert(fs->by_ino, &n->ino, n);
+		for (guint k = 0; k < G_N_ELEMENTS(legacy_paths); k++)
+			if (!strcmp(path, legacy_paths[k]))
+				fs->legacy[k] = n;
+		/* A directory's ".." is a link to its parent. */
+		if (S_ISDIR(n->mode))
+			n->parent->nlink++;
+	}
 }
 
 /* A file an earlier powerfs opened, met again after a restart. */
@@ -829,7 +919,6 @@ static struct pf_snapshot *adopt(void *userdata, fuse_ino_t ino)
 	struct open_file *of = g_new0(struct open_file, 1);
 
 	of->node = node_get(userdata, ino);
-	of->ino = ino;
 	return &of->snap;
 }
 
@@ -853,6 +942,7 @@ struct pf_fs *pf_fs_serve(struct power *pw, int fuse_fd, int session_fd,
 				       error);
 	if (!fs->session) {
 		g_string_free(fs->scratch, TRUE);
+		g_hash_table_unref(fs->by_ino);
 		g_free(fs->nodes);
 		g_free(fs);
 		return NULL;
@@ -866,11 +956,10 @@ struct pf_fs *pf_fs_serve(struct power *pw, int fuse_fd, int session_fd,
 
 static char *node_path(struct pf_fs *fs, const struct node *n)
 {
-	const struct node *parent = node_get(fs, n->parent);
-
-	if (!parent || !parent->attr)
+	(void)fs;
+	if (!n->parent->attr)
 		return g_strdup(n->attr->name);
-	return g_strconcat(parent->attr->name, "/", n->attr->name, NULL);
+	return g_strconcat(n->parent->attr->name, "/", n->attr->name, NULL);
 }
 
 void pf_fs_foreach_owner(struct pf_fs *fs, pf_fs_owner_visit visit,
@@ -951,6 +1040,7 @@ void pf_fs_free(struct pf_fs *fs, gboolean hand_over)
 	pf_session_free(fs->session);
 	g_free(fs->spare);
 	g_string_free(fs->scratch, TRUE);
+	g_hash_table_unref(fs->by_ino);
 	g_free(fs->nodes);
 	g_free(fs);
 }

@@ -1,12 +1,18 @@
 """Every way of reading gives the bytes read(2) gives, as of the moment of
-the read: pread and readv at any offset, sendfile(2) and splice(2) (busybox
-and toybox cat), copy_file_range(2); and O_DIRECT, mmap as on the kernel.
+the read, or fails the way its users fall back from: pread and readv at any
+offset, sendfile(2) and splice(2) (busybox cat), copy_file_range(2); and
+O_DIRECT, mmap as on the kernel.
 
 sendfile and splice do not honour direct_io on Linux 6.5 and later: they
-read FUSE files through the page cache, up to the size the kernel holds for
-the inode.  These tests are the ones that failed when that size was cached
-for an hour (output cut short, or empty for wakeup_sources) and when a
-blocked page-cache read of wakeup_count left its reader in D state."""
+read FUSE files through the page cache, which every opener of a file shares
+(one inode per name), and powerfs refuses those reads with EINVAL; busybox
+cat then reads(2).  Before 6.5 they come as read(2) does and give its bytes.
+Each test tells the two apart by what powerfs -d logged for the read (the
+module's mount runs with -d), so the same test holds on both kernels.  These
+tests are the ones that failed when the kernel's size was cached for an hour
+(output cut short, or empty for wakeup_sources), when a blocked page-cache
+read of wakeup_count left its reader in D state, and when page-cache reads
+of a shared inode were answered with data (zeros after the content)."""
 
 import errno
 import mmap
@@ -14,12 +20,15 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 
 import pytest
 
-from conftest import Reader, raises_errno, timed, wait_until
+from conftest import (LogMark, Reader, check_cat_path, raises_errno, timed,
+                      waits_in, wait_until)
 
 BUSYBOX = shutil.which("busybox")
 FREEZER_V1 = "/sys/fs/cgroup/freezer"
@@ -30,6 +39,16 @@ CGROUP_V2 = next((d for d in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
 
 FILES = ["state", "wake_lock", "wake_unlock", "wakeup_count", "autosleep",
          "suspend_stats/success", "suspend_stats/last_failed_step"]
+
+SHARED_ARGS = ("--simulate-sleep-ms=100", "-d")
+
+
+def call(fn, *args):
+    """(data, 0) or (None, errno) of fn(*args)."""
+    try:
+        return fn(*args), 0
+    except OSError as e:
+        return None, e.errno
 
 
 def read2(path):
@@ -134,14 +153,19 @@ READERS = {
 @pytest.mark.parametrize("how", sorted(READERS))
 @pytest.mark.parametrize("name", FILES)
 def test_every_reader_gets_the_bytes_of_read(busy, name, how):
+    """The bytes of read(2), or (through the page cache) EINVAL."""
     # An active source would change wakeup_sources between two reads, and
     # block wakeup_count.
     still = name in ("wakeup_count", "wakeup_sources")
     if still:
         busy.unlock(b"a-rather-long-lock-name")
     want = read2(busy.path(name))
-    got = READERS[how](busy.path(name))
-    assert got == (want[:8192 + 11] if how == "readv" else want)
+    mark = LogMark(busy)
+    got, err = call(READERS[how], busy.path(name))
+    if how != "readv" and mark.page_cache(name):
+        assert (got, err) == (None, errno.EINVAL)
+    else:
+        assert (got, err) == (want[:8192 + 11] if how == "readv" else want, 0)
     if still:
         busy.lock(b"a-rather-long-lock-name")
 
@@ -152,10 +176,15 @@ SPLICERS = {k: v for k, v in READERS.items() if k != "readv"}
 @pytest.mark.parametrize("how", sorted(SPLICERS))
 def test_wakeup_sources_cannot_be_spliced(busy, how):
     """A debugfs seq_file: sendfile and splice fail with EINVAL (kernel),
-    at any offset; readv reads it like read(2)."""
-    with raises_errno(errno.EINVAL):
-        SPLICERS[how](busy.path("wakeup_sources"))
+    at any offset; readv reads it like read(2).  Deviation before Linux
+    6.5: they come to powerfs as read(2) does, and give its bytes."""
     busy.unlock(b"a-rather-long-lock-name")
+    mark = LogMark(busy)
+    got, err = call(SPLICERS[how], busy.path("wakeup_sources"))
+    if mark.page_cache("wakeup_sources"):
+        assert (got, err) == (None, errno.EINVAL)
+    else:
+        assert (got, err) == (read2(busy.path("wakeup_sources")), 0)
     want = read2(busy.path("wakeup_sources"))
     assert readv_small(busy.path("wakeup_sources")) == want
     busy.lock(b"a-rather-long-lock-name")
@@ -165,7 +194,8 @@ def test_wakeup_sources_cannot_be_spliced(busy, how):
 @pytest.mark.parametrize("name", FILES + ["wakeup_sources"])
 def test_busybox_cat_gets_the_bytes_of_read(busy, name):
     """busybox cat tries sendfile(2) first and falls back to read(2) when it
-    fails (wakeup_sources, as on the kernel)."""
+    fails (wakeup_sources as on the kernel; every file through the page
+    cache)."""
     still = name in ("wakeup_count", "wakeup_sources")
     if still:
         busy.unlock(b"a-rather-long-lock-name")
@@ -192,30 +222,95 @@ def test_the_reported_cases(pfs):
 
 
 def test_no_stale_content_between_page_cache_readers(pfs):
-    """A page-cache read leaves the content in the page cache; the next
-    open must not see it, however the content changed."""
+    """A page-cache read that was answered would leave the content in the
+    page cache; no later reader may see it, however the content changed."""
     for names in ([b"p1"], [b"p1", b"p2-" + b"x" * 100], [b"p3"], []):
         for n in pfs.active():
             pfs.unlock(n)
         pfs.lock(*names)
         want = read2(pfs.path("wake_lock"))
         assert want == b" ".join(sorted(names)) + b"\n"
-        assert sendfile_all(pfs.path("wake_lock")) == want
-        assert splice_all(pfs.path("wake_lock")) == want
+        for how in (sendfile_all, splice_all):
+            mark = LogMark(pfs)
+            got = call(how, pfs.path("wake_lock"))
+            assert got == ((None, errno.EINVAL)
+                           if mark.page_cache("wake_lock") else (want, 0))
     for n in pfs.active():
         pfs.unlock(n)
 
 
+CONTENTS = {b"a\n", b"a " + b"b" * 40 + b"\n"}
+
+
+def sendfile_or_read(path):
+    """What busybox cat does: sendfile(2), read(2) if it fails."""
+    fd = os.open(path, os.O_RDONLY)
+    r, w = os.pipe()
+    try:
+        try:
+            n = os.sendfile(w, fd, None, 1 << 16)
+            return os.read(r, n) if n else b""
+        except OSError as e:
+            assert e.errno == errno.EINVAL
+            return os.read(fd, 1 << 16)
+    finally:
+        for f in (fd, r, w):
+            os.close(f)
+
+
+def test_concurrent_writers_and_stats_never_corrupt_a_page_cache_read(pfs):
+    """One inode per name, shared by every opener: a page-cache read that
+    powerfs answered with data while another process wrote the file or
+    stat-ed it came out padded with zeros to the size the kernel held (or
+    cut at a stale one), in most of 3,000 reads.  Refused, every read gives
+    one of the two contents the writer switches between."""
+    pfs.lock("a")
+    stop = threading.Event()
+
+    def writer():
+        fl = os.open(pfs.path("wake_lock"), os.O_WRONLY)
+        fu = os.open(pfs.path("wake_unlock"), os.O_WRONLY)
+        try:
+            while not stop.is_set():
+                os.write(fl, b"b" * 40)
+                os.write(fu, b"b" * 40)
+        finally:
+            os.close(fl)
+            os.close(fu)
+
+    def statter():
+        while not stop.is_set():
+            os.stat(pfs.path("wake_lock"))
+    threads = [threading.Thread(target=writer), threading.Thread(target=statter)]
+    for t in threads:
+        t.start()
+    try:
+        got = [sendfile_or_read(pfs.path("wake_lock")) for _ in range(3000)]
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        pfs.unlock("a")
+    bad = [g for g in got if g not in CONTENTS]
+    assert not bad, f"{len(bad)} of {len(got)} reads wrong, e.g. {bad[0][:60]!r}"
+
+
 @pytest.mark.parametrize("offset", [0, 1, 5, 15, 16, 17, 4096, 1 << 31])
 def test_sendfile_at_an_offset_is_a_pread(pfs, offset):
+    """Or EINVAL through the page cache: past the size the kernel holds
+    for the file (4096), sendfile returns 0 without asking powerfs."""
     want = read2(pfs.path("state"))
     fd = os.open(pfs.path("state"), os.O_RDONLY)
     r, w = os.pipe()
     try:
-        n = os.sendfile(w, fd, offset, 100)
-        got = os.read(r, 100) if n else b""
-        assert (n, got) == (len(want[offset:offset + 100]),
-                            want[offset:offset + 100])
+        mark = LogMark(pfs)
+        n, err = call(os.sendfile, w, fd, offset, 100)
+        if mark.page_cache("state"):
+            assert (n, err) == (None, errno.EINVAL)
+        else:
+            got = os.read(r, 100) if n else b""
+            assert (n, got) == (len(want[offset:offset + 100]),
+                                want[offset:offset + 100])
         assert os.lseek(fd, 0, os.SEEK_CUR) == 0
     finally:
         for f in (fd, r, w):
@@ -286,17 +381,20 @@ def test_mmap_shared_is_refused(pfs):
         os.close(fd)
 
 
-def test_mmap_private_maps_the_content(pfs):
+def test_mmap_private_faults_with_sigbus(pfs):
     """Deviation: the kernel refuses every mmap of these files (ENODEV);
-    FUSE always allows a private one, which then holds the content as of
-    the mapping."""
-    fd = os.open(pfs.path("state"), os.O_RDONLY)
-    try:
-        m = mmap.mmap(fd, 4096, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
-        assert m[:16] == b"freeze mem disk\n"
-        m.close()
-    finally:
-        os.close(fd)
+    FUSE always allows a private one, whose pages come through the page
+    cache, which powerfs refuses: touching the mapping raises SIGBUS."""
+    code = ("import mmap, os, sys\n"
+            "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+            "m = mmap.mmap(fd, 4096, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)\n"
+            "print('mapped', flush=True)\n"
+            "m[0]\n")
+    mark = LogMark(pfs)
+    r = subprocess.run([sys.executable, "-c", code, pfs.path("state")],
+                       capture_output=True, timeout=10)
+    assert (r.returncode, r.stdout) == (-signal.SIGBUS, b"mapped\n")
+    assert mark.page_cache("state")
 
 
 def test_lseek_past_2g_is_accepted(pfs):
@@ -332,11 +430,20 @@ def never_in_d_state(pid, secs=0.3):
 
 @pytest.mark.parametrize("call", ["sendfile", "splice"])
 def test_blocked_page_cache_reader_blocks_like_read(pfs, call):
+    """Before Linux 6.5, sendfile and splice come as read(2) does and wait
+    the same way.  Through the page cache they fail at once with EINVAL
+    (busybox cat reads(2) then, below): nothing waits with a page locked."""
     n = pfs.count()
     pfs.lock("held")
+    mark = LogMark(pfs)
     with Reader(pfs.path("wakeup_count"), call=call) as rd:
         rd.wait_in_read()
-        assert rd.blocked(0.3)
+        blocked = rd.blocked(0.3)
+        if mark.page_cache("wakeup_count", rd.proc.pid):
+            pfs.unlock("held")
+            assert (blocked, rd.result()) == (False, (-1, errno.EINVAL, b""))
+            return
+        assert blocked
         assert never_in_d_state(rd.proc.pid)
         # Other openers and readers go on.
         assert timed(read2, pfs.path("state")) == b"freeze mem disk\n"
@@ -346,27 +453,43 @@ def test_blocked_page_cache_reader_blocks_like_read(pfs, call):
         assert rd.result() == (len(b"%d\n" % (n + 1)), 0, b"%d\n" % (n + 1))
 
 
-@pytest.mark.parametrize("call", ["sendfile", "splice"])
+@pytest.mark.parametrize("call", ["sendfile", "splice", "cat"])
 @pytest.mark.parametrize("mode", ["handler", "restart"])
 def test_blocked_page_cache_reader_gets_eintr(pfs, call, mode):
     """As read(2) does: a signal with a handler ends the wait with EINTR,
-    SA_RESTART or not."""
+    SA_RESTART or not.  Through the page cache, sendfile and splice fail
+    at once with EINVAL; the reader that then reads(2), as busybox cat
+    does, gets EINTR."""
     pfs.lock("held")
+    mark = LogMark(pfs)
     try:
         with Reader(pfs.path("wakeup_count"), mode=mode, call=call) as rd:
             rd.wait_in_read()
+            if call != "cat" and \
+                    mark.page_cache("wakeup_count", rd.proc.pid):
+                assert rd.result() == (-1, errno.EINVAL, b"")
+                return
+            assert rd.blocked(0.1)
+            if call == "cat":
+                check_cat_path(mark, rd.proc.pid)
             rd.proc.send_signal(signal.SIGUSR1)
             assert rd.result() == (-1, errno.EINTR, b"")
     finally:
         pfs.unlock("held")
 
 
-@pytest.mark.parametrize("call", ["sendfile", "splice"])
+@pytest.mark.parametrize("call", ["sendfile", "splice", "cat"])
 def test_blocked_page_cache_reader_dies_at_sigkill(pfs, call):
     pfs.lock("held")
+    mark = LogMark(pfs)
     try:
         with Reader(pfs.path("wakeup_count"), call=call) as rd:
             rd.wait_in_read()
+            if call != "cat" and \
+                    mark.page_cache("wakeup_count", rd.proc.pid):
+                assert rd.result() == (-1, errno.EINVAL, b"")
+                return
+            assert rd.blocked(0.1)
             rd.proc.kill()
             rd.proc.wait(2)
     finally:
@@ -377,6 +500,10 @@ def test_blocked_page_cache_reader_dies_at_sigkill(pfs, call):
 def busybox_reader(path):
     return subprocess.Popen([BUSYBOX, "cat", path], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
+
+
+def in_a_read(pid):
+    return waits_in(pid) in ("0", "40", "63", "71")
 
 
 def freeze_v1(cg, pid):
@@ -448,11 +575,12 @@ def test_freezer_freezes_a_busybox_cat_of_wakeup_count(pfs, version):
     pfs.lock("held")
     cg = os.path.join(root, f"powerfs-test-{os.getpid()}-{version}")
     os.mkdir(cg)
+    mark = LogMark(pfs)
     proc = busybox_reader(pfs.path("wakeup_count"))
     try:
-        assert wait_until(lambda: open(f"/proc/{proc.pid}/syscall").read()
-                          .split()[0] in ("0", "40"), timeout=5)
+        assert wait_until(lambda: in_a_read(proc.pid), timeout=5)
         assert never_in_d_state(proc.pid, 0.2)
+        check_cat_path(mark, proc.pid)
         t0 = time.monotonic()
         freeze(cg, proc.pid)
         assert wait_until(lambda: frozen(cg), timeout=1.0), \
@@ -476,10 +604,12 @@ def test_freezer_freezes_a_busybox_cat_of_wakeup_count(pfs, version):
 @pytest.mark.skipif(not BUSYBOX, reason="busybox is not installed")
 def test_other_openers_are_not_held_up_by_a_page_cache_reader(pfs):
     pfs.lock("held")
+    mark = LogMark(pfs)
     proc = busybox_reader(pfs.path("wakeup_count"))
     try:
-        assert wait_until(lambda: open(f"/proc/{proc.pid}/syscall").read()
-                          .split()[0] in ("0", "40"), timeout=5)
+        assert wait_until(lambda: in_a_read(proc.pid), timeout=5)
+        assert never_in_d_state(proc.pid, 0.2)
+        check_cat_path(mark, proc.pid)
         for _ in range(5):
             fd = timed(os.open, pfs.path("wakeup_count"), os.O_RDONLY,
                        timeout=2)
@@ -496,24 +626,30 @@ def test_other_openers_are_not_held_up_by_a_page_cache_reader(pfs):
             proc.wait(5)
 
 
-@pytest.mark.parametrize("second", ["sendfile", "splice"])
-def test_two_blocked_page_cache_readers_wait_apart(pfs, second):
-    """The page cache is per inode, and a blocked page-cache read holds its
-    page locked: a second page-cache reader of a shared inode waited for
-    that lock in D state, deaf to signals and the freezer, and the first
-    got EINTR instead of the count once the second's lookup moved the
-    inode's attributes.  Each open now has an inode of its own: the second
-    waits in S and takes a signal, and the first gets the count."""
+@pytest.mark.parametrize("second", ["cat", "read"])
+def test_two_blocked_readers_of_one_inode_wait_apart(pfs, second):
+    """The page cache is per inode, and a page-cache read waiting in powerfs
+    would hold its page locked: a second page-cache reader of the inode
+    (every opener's, now) would wait for that lock in D state, deaf to
+    signals and the freezer.  No page-cache read waits: the first reader,
+    as busybox cat, waits in read(2) or (before Linux 6.5) in a sendfile
+    that came as read(2); the second waits in S and takes a signal, and the
+    first gets the count."""
     n = pfs.count()
     pfs.lock("held")
+    mark = LogMark(pfs)
     try:
-        with Reader(pfs.path("wakeup_count"), call="sendfile") as first, \
+        with Reader(pfs.path("wakeup_count"), call="cat") as first, \
                 Reader(pfs.path("wakeup_count"), mode="handler",
                        call=second) as other:
             first.wait_in_read()
             other.wait_in_read()
             assert never_in_d_state(other.proc.pid)
             assert never_in_d_state(first.proc.pid)
+            assert first.blocked(0.05) and other.blocked(0.05)
+            check_cat_path(mark, first.proc.pid)
+            if second == "cat":
+                check_cat_path(mark, other.proc.pid)
             other.proc.send_signal(signal.SIGUSR1)
             assert other.result() == (-1, errno.EINTR, b"")
             # A third reader's path walk changes nothing for the first.
@@ -537,12 +673,13 @@ def test_freezer_freezes_the_second_busybox_cat(pfs):
     pfs.lock("held")
     cg = os.path.join(root, f"powerfs-test-{os.getpid()}-second")
     os.mkdir(cg)
+    mark = LogMark(pfs)
     procs = [busybox_reader(pfs.path("wakeup_count")) for _ in range(2)]
     try:
         for p in procs:
-            assert wait_until(lambda: open(f"/proc/{p.pid}/syscall").read()
-                              .split()[0] in ("0", "40"), timeout=5)
+            assert wait_until(lambda: in_a_read(p.pid), timeout=5)
             assert never_in_d_state(p.pid, 0.2)
+            check_cat_path(mark, p.pid)
         freeze(cg, procs[1].pid)
         assert wait_until(lambda: frozen(cg), timeout=1.0), \
             f"reader state {proc_state(procs[1].pid)}"
