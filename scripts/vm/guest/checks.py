@@ -15,7 +15,7 @@ kernel's state and by the system-sleep hook (guest/sleep-hook) before every
 sleep through logind.  s2idle ends with a key press from the host, which
 watches the console for the kernel's "PM: suspend-to-idle".
 """
-import ctypes  # noqa: F401  (used by the no-retry reader below, in a child)
+import ctypes
 import errno
 import json
 import os
@@ -974,6 +974,170 @@ def check_unit_fdstore(c):
     c.add_evidence("journal", journal("powerfs.service"))
 
 
+# --- i. one inode per name: fd links, inotify, the read paths ----------------
+PAGE_CACHE_READ = re.compile(r"read (\S+) \d+@\d+ by pid (\d+) through the page cache")
+IN_NAMES = {0x20: "OPEN", 0x1: "ACCESS", 0x2: "MODIFY", 0x4: "ATTRIB",
+            0x8: "CLOSE_WRITE", 0x10: "CLOSE_NOWRITE"}
+PY_WRITE = "import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY); os.write(fd, sys.argv[2].encode())"
+PY_MMAP = ("import mmap, os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); "
+           "m = mmap.mmap(fd, 4096, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ); "
+           "print('mapped', flush=True); m[0]")
+
+
+def page_cache_pids(pfs, name, since=0):
+    """The pids whose reads of name powerfs -d refused as page-cache reads."""
+    text = (read_file(pfs.logpath) or "")[since:]
+    return {int(m.group(2)) for m in PAGE_CACHE_READ.finditer(text) if m.group(1) == name}
+
+
+def inotify_events(path, argv):
+    """What an inotify watch on path reports while argv runs (another process)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
+    if fd < 0 or libc.inotify_add_watch(fd, path.encode(), 0xfff) < 0:
+        return [f"inotify: {errno.errorcode.get(ctypes.get_errno())}"]
+    try:
+        subprocess.run(argv, stdout=subprocess.DEVNULL, timeout=30)
+        data = b""
+        while select.select([fd], [], [], 0.3)[0]:
+            data += os.read(fd, 65536)
+    finally:
+        os.close(fd)
+    out, at = [], 0
+    while at + 16 <= len(data):
+        _, mask, _, length = __import__("struct").unpack_from("iIII", data, at)
+        out.append("|".join(n for m, n in IN_NAMES.items() if mask & m) or hex(mask))
+        at += 16 + length
+    return out
+
+
+def stat_fields(st):
+    return (st.st_ino, st.st_mode, st.st_nlink, st.st_uid, st.st_gid, st.st_size,
+            st.st_atime_ns, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def check_file_identity(c):
+    """Linux 6.1 sends sendfile and splice of a direct_io file as it sends
+    read(2) (read_iter, with a lock owner); only a private mmap reads through
+    the page cache, which powerfs refuses.  With one inode per name, open fds
+    keep their path and inotify sees other processes."""
+    c.s3_expected = 0
+    pfs = Powerfs()
+    wl, wc = pfs.path("wake_lock"), pfs.path("wakeup_count")
+    fd = os.open(wl, os.O_RDONLY)
+    try:
+        sh(["busybox", "cat", wl])
+        sh(["stat", wl])
+        sh(["python3", "-c", PY_WRITE, wl, "vmtest-id"])
+        link = os.readlink(f"/proc/self/fd/{fd}")
+        c.expect("an fd's link keeps its path after other processes' stat, cat and write",
+                 link == wl, link)
+        a, b = stat_fields(os.stat(wl)), stat_fields(os.fstat(fd))
+        c.expect("fstat(fd) equals stat(path)", a == b, f"stat {a}, fstat {b}")
+    finally:
+        os.close(fd)
+    ev = inotify_events(wl, ["sh", "-c", f"busybox cat {wl} >/dev/null; "
+                                         f"python3 -c '{PY_WRITE}' {wl} vmtest-in"])
+    c.expect("inotify sees another process open, read, close, write",
+             ev == ["OPEN", "ACCESS", "CLOSE_NOWRITE", "OPEN", "MODIFY", "CLOSE_WRITE"], ev)
+    write_file(pfs.path("wake_unlock"), "vmtest-id")
+    write_file(pfs.path("wake_unlock"), "vmtest-in")
+    st = os.stat(pfs.mnt)
+    c.expect("the root's link count is 3 (suspend_stats/)", st.st_nlink == 3, st.st_nlink)
+
+    # busybox cat of every file, another fd on it open
+    bad = []
+    for name in ("state", "wake_lock", "wake_unlock", "wakeup_count", "autosleep",
+                 "wakeup_sources", "suspend_stats/success", "suspend_stats/last_failed_step"):
+        held = os.open(pfs.path(name), os.O_RDONLY)
+        try:
+            want = read_file(pfs.path(name))
+            got = sh(["busybox", "cat", pfs.path(name)]).stdout
+            if got != want:
+                bad.append(f"{name}: {got!r} != {want!r}")
+        finally:
+            os.close(held)
+    c.expect("busybox cat gives read(2)'s bytes for every file", not bad, "; ".join(bad))
+
+    # Which path sendfile takes here, and what it gives.
+    mark = len(read_file(pfs.logpath) or "")
+    fd = os.open(pfs.path("state"), os.O_RDONLY)
+    r, w = os.pipe()
+    try:
+        try:
+            n = os.sendfile(w, fd, None, 4096)
+            got = os.read(r, n) if n else b""
+        except OSError as e:
+            got = errno.errorcode.get(e.errno)
+    finally:
+        for f in (fd, r, w):
+            os.close(f)
+    via = "page cache" if os.getpid() in page_cache_pids(pfs, "state", mark) else "read_iter"
+    want = (read_file(pfs.path("state")) or "").encode()
+    c.expect("sendfile of state: read(2)'s bytes by read_iter, or EINVAL through the page cache",
+             got == (want if via == "read_iter" else "EINVAL"), f"{via}: {got!r}")
+    c.note(f"sendfile on {os.uname().release} came to powerfs by {via}")
+
+    mark = len(read_file(pfs.logpath) or "")
+    m = sh(["python3", "-c", PY_MMAP, pfs.path("state")])
+    pc = page_cache_pids(pfs, "state", mark)
+    c.expect("a private mmap's page comes through the page cache and faults (SIGBUS)",
+             m.returncode == -signal.SIGBUS and m.stdout == "mapped\n" and pc,
+             f"exit {m.returncode}, {m.stdout!r}, page-cache reads by {sorted(pc)}")
+
+    # Two busybox cat readers of a blocked wakeup_count: both wait
+    # interruptibly, each freezes, both print the count.
+    write_file(pfs.path("wake_lock"), "vmtest-hold")
+    mark = len(read_file(pfs.logpath) or "")
+    procs = [subprocess.Popen(["busybox", "cat", wc], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    c.procs.extend(procs)
+    states = {}
+
+    def both_blocked():
+        for p in procs:
+            states[p.pid] = blocked_in_read(p.pid)
+        return all(states.values())
+    ok = wait_for(both_blocked, 10, 0.05)
+    time.sleep(0.3)
+    ok = ok and both_blocked()
+    pcs = page_cache_pids(pfs, "wakeup_count", mark)
+    c.expect("two busybox cat readers of wakeup_count wait in S, not D",
+             ok and all(", state S," in s for s in states.values()),
+             "; ".join(f"pid {p}: {s}" for p, s in states.items()))
+    c.note("the cat readers: " + "; ".join(
+        f"pid {p.pid}: " + ("sendfile refused, then read(2)" if p.pid in pcs else
+                            "sendfile as read_iter") for p in procs))
+    cg = "/sys/fs/cgroup/vmtest-identity"
+    os.makedirs(cg, exist_ok=True)
+    try:
+        write_file(f"{cg}/cgroup.procs", str(procs[1].pid))
+        write_file(f"{cg}/cgroup.freeze", "1")
+        frozen = wait_for(lambda: "frozen 1" in (read_file(f"{cg}/cgroup.events") or ""), 1.0, 0.02)
+        c.expect("the second reader freezes within 1 s", frozen,
+                 read_file(f"/proc/{procs[1].pid}/stat"))
+        write_file(f"{cg}/cgroup.freeze", "0")
+        write_file("/sys/fs/cgroup/cgroup.procs", str(procs[1].pid))
+    finally:
+        wait_for(lambda: not (read_file(f"{cg}/cgroup.procs") or "").strip(), 5)
+        try:
+            os.rmdir(cg)
+        except OSError as e:
+            c.note(f"rmdir {cg}: {e}")
+    write_file(pfs.path("wake_unlock"), "vmtest-hold")
+    count = (read_file(wc) or "").strip()
+    outs = []
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=10)
+            outs.append((p.returncode, out.strip(), err.strip()))
+        except subprocess.TimeoutExpired:
+            outs.append((None, "", "still blocked"))
+    c.expect(f"both print the count {count!r} after the unlock",
+             all(o[:2] == (0, count) for o in outs), outs)
+    c.add_evidence("page-cache reads", [l for l in pfs.lines() if "page cache" in l][-10:])
+
+
 CHECKS = [
     ("a-logind-deep", lambda c: check_state(c, "logind", "deep")),
     ("a-logind-s2idle", lambda c: check_state(c, "logind", "s2idle")),
@@ -992,6 +1156,7 @@ CHECKS = [
     ("g-unit-notify", check_unit_notify),
     ("g-unit-restart", check_unit_restart),
     ("g-unit-fdstore", check_unit_fdstore),
+    ("i-file-identity", check_file_identity),
 ]
 
 
