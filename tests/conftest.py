@@ -740,7 +740,7 @@ elif offset < 0:
 else:
     n = libc.pread(fd, buf, 8192, offset)
 e = ctypes.get_errno() if n < 0 else 0
-if call in ("sendfile", "splice") and n > 0:
+if call in ("sendfile", "splice", "cat") and n > 0:
     buf.raw = os.read(r, n).ljust(8192, b"\0")
 sys.stdout.write(json.dumps({"n": n, "errno": e, "data": buf.raw[:max(n, 0)].hex()}) + "\n")
 sys.stdout.flush()
