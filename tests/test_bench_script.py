@@ -64,3 +64,22 @@ def test_the_readmes_bench_commands_run():
     assert re.search(r"\nbench: \d of 2 targets met", out), out
     with open("/proc/self/mounts") as f:
         assert "/powerfs-bench." not in f.read()
+
+
+def test_bench_open_runs():
+    """scripts/bench-open, small: it prints a row per round and build and
+    the medians with the ratio against the single opener, and leaves
+    nothing mounted."""
+    r = subprocess.run(["scripts/bench-open", "--powerfs", conftest.POWERFS,
+                        "--rounds", "1", "--threads",
+                        "20", "--each", "2", "--single", "50", "--also",
+                        conftest.POWERFS], cwd=conftest.REPO,
+                       capture_output=True, text=True, timeout=120)
+    out = r.stdout
+    assert r.returncode == 0, out + r.stderr
+    assert len(re.findall(r"\nround 1 (powerfs|also) +single +[\d.]+ us/open +"
+                          r"concurrent +[\d.]+ us/open +ratio +[\d.]+", out)) == 2, out
+    assert len(re.findall(r"\n +(powerfs|also) +single .* ratio [\d.]+ \((NOT )?"
+                          r"within 2x\)", out)) == 2, out
+    with open("/proc/self/mounts") as f:
+        assert "/powerfs-bench-open-" not in f.read()
