@@ -17,7 +17,8 @@
  *
  * Reads follow the main mount's rules: direct_io, the content generated at
  * offset 0 (or at an offset the open file has no snapshot for), a read that
- * continues where the last one ended served from that snapshot.
+ * continues where the last one ended served from that snapshot, and no read
+ * through the page cache.
  */
 #include "powerfs/fuse-session.h"
 
@@ -329,6 +330,15 @@ static void cw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		cw->session, fi, ino);
 	struct wakeup_source *ws;
 
+	/* Reads through the page cache (sendfile and splice on Linux 6.5 and
+	 * later: no lock owner) fail with EINVAL, as on the main mount: the
+	 * inode's page cache is every opener's, and an answered read there
+	 * comes out padded with zeros or cut when the kernel takes a lookup's
+	 * attributes meanwhile (see fs.c). */
+	if (fi->lock_owner == 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
 	if (pf_snapshot_continues(&of->snap, off)) {
 		pf_snapshot_reply(req, &of->snap, size, off);
 		return;

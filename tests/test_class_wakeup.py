@@ -10,6 +10,7 @@ import signal
 import stat
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
@@ -301,6 +302,51 @@ def test_reads_follow_sysfs_rules(cwfs):
     finally:
         os.close(fd)
     p.unlock("reader")
+
+
+def test_page_cache_readers_never_see_zeros(cwfs):
+    """busybox cat reads (sendfile, read(2) if it fails) of an attribute
+    whose source counts events, while a lookup loop walks the path: an
+    answered page-cache read came out padded with zeros (2 in 5 here),
+    each lookup's attributes moving the inode under it."""
+    p = cwfs()
+    p.lock("pcache")
+    p.unlock("pcache")
+    path = p.cpath("wakeup1", "event_count")
+    stop = threading.Event()
+
+    def churn():
+        while not stop.is_set():
+            p.lock("pcache")
+            p.unlock("pcache")
+
+    def walker():
+        while not stop.is_set():
+            os.stat(path)
+    threads = [threading.Thread(target=churn), threading.Thread(target=walker)]
+    for t in threads:
+        t.start()
+    got = []
+    try:
+        r, w = os.pipe()
+        for _ in range(2000):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                n = os.sendfile(w, fd, None, 4096)
+                got.append(os.read(r, n) if n else b"")
+            except OSError as e:
+                assert e.errno == errno.EINVAL
+                got.append(os.read(fd, 4096))
+            finally:
+                os.close(fd)
+        os.close(r)
+        os.close(w)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    bad = [g for g in got if not NUMBER.fullmatch(g)]
+    assert not bad, f"{len(bad)} of {len(got)} wrong, e.g. {bad[0][:40]!r}"
 
 
 def test_long_name_is_cut_like_sysfs_emit(cwfs):
