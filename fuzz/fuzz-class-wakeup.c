@@ -16,7 +16,8 @@
  * - an open "name" file reads the name of the source it was opened on,
  *   or ENODEV once that source is gone, never another source's name,
  *   even one that took its id (the serial rule);
- * - no read answers more than asked.
+ * - no read answers more than asked, and none through the page cache
+ *   (EINVAL).
  */
 #include <stdio.h>
 
@@ -175,7 +176,8 @@ static void do_read(struct kernel *k, struct fake_input *in)
 	guint b = fake_byte(in);
 	size_t size = 1 + fake_u16(in) % 8192;
 	off_t off = b & 2 ? (off_t)fake_byte(in) : 0;
-	struct fuse_file_info fi = { 0 };
+	/* read(2) names a lock owner; the page cache (sendfile) does not. */
+	struct fuse_file_info fi = { .lock_owner = b & 4 ? 0 : 42 };
 	struct kfile *f = NULL;
 	fuse_req_t req;
 	fuse_ino_t ino;
@@ -197,6 +199,11 @@ static void do_read(struct kernel *k, struct fake_input *in)
 	cw_read(req, ino, size, off, &fi);
 	fake_check(req->answered, "a read left waiting");
 	fake_check(req->data->len <= size, "a read got more than asked");
+	if (!fi.lock_owner) {
+		fake_check(req->error == EINVAL,
+			   "a read through the page cache was answered");
+		return;
+	}
 	if (f && f->name && off == 0 && !req->error) {
 		g_autofree char *want = g_strdup_printf("%s\n", f->name);
 		size_t n = MIN(MIN(strlen(want), (size_t)CONTENT_MAX), size);
