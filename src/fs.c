@@ -30,9 +30,10 @@
  * without being asked.  So no read through the page cache is ever answered
  * with data: it fails at once with EINVAL, as sendfile and splice of a
  * debugfs file do on the kernel, and busybox cat, Python's shutil and
- * toybox's copies read(2) then.  No page is ever filled or waited for, and
- * the size the kernel holds stays what we reported (O_TRUNC comes as a
- * truncation whose answer says so, not with the open).
+ * toybox's copies read(2) then.  No page is ever filled or waited for long,
+ * and the size the kernel holds never falls below what we reported, or
+ * sendfile would return end of file without asking (O_TRUNC comes as a
+ * truncation whose answer gives the size back, not with the open).
  */
 #include <errno.h>
 #include <fcntl.h>
