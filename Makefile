@@ -25,9 +25,9 @@ endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 
-CORE := clock journal wakeup wakelock suspend autosleep power backend-simulate
+CORE := clock journal wakeup wakeup-reason wakelock suspend autosleep power backend-simulate
 DAEMON := $(CORE) backend-sysfs backend-logind state-file metrics caps attrs loop-hold inflight fuse-session fs class-wakeup keeper log main
-UNIT_TESTS := test-wakeup test-wakelock test-autosleep test-metrics test-inflight
+UNIT_TESTS := test-wakeup test-wakeup-reason test-wakelock test-autosleep test-metrics test-inflight
 
 core_objs = $(patsubst %,$(BUILD)/%.o,$(CORE))
 daemon_objs = $(patsubst %,$(BUILD)/%.o,$(DAEMON))

@@ -18,6 +18,7 @@ struct lock_waiter {
 struct suspend {
 	struct wakeup_engine *engine;
 	struct backend *backend;
+	struct wakeup_reason *reasons;
 	gboolean locked;
 	GQueue lock_queue;	/* struct lock_waiter * */
 	gboolean sleeping;	/* the backend is entering a state */
@@ -49,6 +50,14 @@ const char *pm_state_label(enum pm_state state)
 {
 	return state > PM_ON && state < PM_NR_STATES ? state_labels[state] :
 						       NULL;
+}
+
+void backend_clear_wakeup(struct backend *be)
+{
+	be->wake_irq = -1;
+	be->wake_irq_name = NULL;
+	be->wake_reason = NULL;
+	be->slept_ns = -1;
 }
 
 /* The kernel's suspend steps (suspend_stat_step), in the order of the
@@ -104,12 +113,35 @@ static void record_earlier_failures(struct suspend *s)
 			       s->backend->failed_step);
 }
 
+/* The backend's word on why the sleep ended, then the times: an attempt
+ * ends here (the kernel's PM_POST_SUSPEND). */
+static void record_wakeup(struct suspend *s, int error)
+{
+	struct backend *be = s->backend;
+
+	if (error) {
+		g_autofree char *why = g_strdup_printf(
+			"%s failed to %s: error %d", be->ops->name,
+			s->stats.last_failed_step, error);
+
+		wakeup_reason_log_abort(s->reasons, why);
+	} else if (be->wake_irq >= 0) {
+		wakeup_reason_log_irq(s->reasons, be->wake_irq,
+				      be->wake_irq_name);
+	} else if (be->wake_reason) {
+		wakeup_reason_log_abnormal(s->reasons, be->wake_reason);
+	}
+	wakeup_reason_end(s->reasons, error ? -1 : be->slept_ns);
+	backend_clear_wakeup(be);
+}
+
 static gboolean system_sleeping(gboolean host, gpointer data)
 {
 	struct suspend *s = data;
 	gboolean answered = FALSE;
 
 	if (!s->sleeping && !s->external_sleep) {
+		wakeup_reason_begin(s->reasons);
 		s->external_sleep = TRUE;
 		s->external = (struct journal_attempt){ .state = "", .by = "host", .pid = -1 };
 		journal_attempt_begin(s->journal, &s->external);
@@ -144,12 +176,14 @@ static void system_resumed(int error, gpointer data)
 	record_earlier_failures(s);
 	if (error) {
 		record_failure(s, error, s->backend->failed_step);
+		record_wakeup(s, error);
 		g_message("the system failed to sleep (%s): %s",
 			  s->stats.last_failed_step, g_strerror(-error));
 		journal_suspend(s->journal, &s->external, error,
 				s->stats.last_failed_step, s->engine);
 	} else {
 		s->stats.success++;
+		record_wakeup(s, 0);
 		g_message("the system resumed");
 		journal_sleep(s->journal, s->external.start,
 			      s->external.start_wall);
@@ -177,12 +211,15 @@ gboolean suspend_host_asleep(const struct suspend *s)
 }
 
 struct suspend *suspend_new(struct wakeup_engine *engine,
-			    struct backend *backend)
+			    struct backend *backend,
+			    struct wakeup_reason *reasons)
 {
 	struct suspend *s = g_new0(struct suspend, 1);
 
 	s->engine = engine;
 	s->backend = backend;
+	s->reasons = reasons;
+	backend_clear_wakeup(backend);
 	g_queue_init(&s->lock_queue);
 	s->stats.last_failed_dev = "";
 	s->stats.last_failed_step = "";
@@ -263,14 +300,17 @@ void suspend_unlock(struct suspend *s)
 	g_free(w);
 }
 
-static void on_wakeup_event(gpointer data)
+static void on_wakeup_event(struct wakeup_source *ws, gpointer data)
 {
 	struct suspend *s = data;
 
 	/* A wakeup event while asleep wakes the system (the simulated
-	 * backend resumes early; real ones ignore it). */
-	if (s->backend->ops->wake)
+	 * backend resumes early; real ones ignore it), and it is why the
+	 * system woke: no IRQ, a wakeup source. */
+	if (s->backend->ops->wake) {
+		wakeup_reason_log_abnormal(s->reasons, wakeup_source_name(ws));
 		s->backend->ops->wake(s->backend);
+	}
 }
 
 /* Every attempt ends here: it ends the handshake and counts in the stats. */
@@ -290,6 +330,7 @@ static void attempt_finished(struct suspend *s, int error)
 		s->stats.success++;
 		g_message("resumed from %s", pm_state_label(s->state));
 	}
+	record_wakeup(s, error);
 	/* Once counted: a listener sees the new suspend_stats. */
 	wakeup_notify_changed(s->engine, NULL);
 	journal_suspend(s->journal, &s->attempt, error,
@@ -318,9 +359,17 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 	s->attempt.state = pm_state_label(state);
 	s->origin = (struct journal_attempt){ .state = "", .by = "", .pid = -1 };
 	journal_attempt_begin(s->journal, &s->attempt);
+	wakeup_reason_begin(s->reasons);
 	/* The handshake's promise: if an event arrived since user space read
-	 * wakeup_count, do not sleep (it would be lost). */
+	 * wakeup_count, do not sleep (it would be lost).  The kernel finds
+	 * it while freezing tasks, and says which sources were to blame. */
 	if (wakeup_pending(s->engine)) {
+		g_autoptr(GString) why = g_string_new(NULL);
+
+		wakeup_describe_active(s->engine, why,
+				       WAKEUP_REASON_TEXT_MAX);
+		wakeup_reason_log_abort(s->reasons, why->str);
+		wakeup_reason_end(s->reasons, -1);
 		wakeup_end_handshake(s->engine);
 		record_failure(s, -EBUSY, "freeze");
 		wakeup_notify_changed(s->engine, NULL);

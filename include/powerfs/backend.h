@@ -71,7 +71,21 @@ struct backend {
 	 * failure only).  The core sets it back to 0. */
 	guint earlier_failures;
 	int earlier_errno;
+	/* Why the sleep it reports ended, set with the report (done() or
+	 * resumed() without an error) and valid during that call only: the
+	 * IRQ that woke the host (wake_irq >= 0, its handler's name in
+	 * wake_irq_name, NULL if it has none), or a wakeup that was no IRQ
+	 * (wake_reason); neither when the host does not say.  slept_ns >= 0:
+	 * how long it slept, where the clocks cannot tell (a simulation);
+	 * -1 otherwise.  The core sets them back. */
+	int wake_irq;
+	const char *wake_irq_name;
+	const char *wake_reason;
+	gint64 slept_ns;
 };
+
+/* No reason and no length known (what a backend starts with). */
+void backend_clear_wakeup(struct backend *be);
 
 /* Pretends to sleep for sleep_ms (a wake() ends it early). */
 struct backend *backend_simulate_new(struct pf_clock *clock, guint sleep_ms,

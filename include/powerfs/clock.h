@@ -28,6 +28,17 @@ void pf_clock_free(struct pf_clock *clock);
 /* Microseconds on the monotonic clock. */
 gint64 pf_clock_now(struct pf_clock *clock);
 
+/* The kernel's ktime_get() and ktime_get_boottime(), in nanoseconds: the
+ * monotonic clock, and the boot clock, which also counts the time the host
+ * slept (CLOCK_BOOTTIME).  How long a host sleep lasted is how far the
+ * second moved ahead of the first. */
+gint64 pf_clock_mono_ns(struct pf_clock *clock);
+gint64 pf_clock_boot_ns(struct pf_clock *clock);
+
+/* A fake clock's host slept delta_us: the boot clock moves, the monotonic
+ * clock and its timers do not. */
+void pf_clock_fake_host_sleep(struct pf_clock *clock, gint64 delta_us);
+
 /* A timer is created once and then armed and disarmed as often as needed;
  * arming an armed timer moves its deadline.  A deadline in the past fires at
  * the next opportunity (the next main loop iteration), never synchronously. */

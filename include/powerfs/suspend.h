@@ -10,6 +10,7 @@
 #include "powerfs/backend.h"
 #include "powerfs/journal.h"
 #include "powerfs/wakeup.h"
+#include "powerfs/wakeup-reason.h"
 
 struct suspend;
 
@@ -27,8 +28,11 @@ struct suspend_stats {
 	const char *last_failed_step;	/* "" or one of the kernel's steps */
 };
 
+/* Every attempt, and every sleep of the host's own, is recorded in
+ * reasons (/sys/kernel/wakeup_reasons). */
 struct suspend *suspend_new(struct wakeup_engine *engine,
-			    struct backend *backend);
+			    struct backend *backend,
+			    struct wakeup_reason *reasons);
 void suspend_free(struct suspend *s);
 
 /* Bit mask of supported states (from the backend). */
