@@ -56,6 +56,7 @@
 
 struct node {
 	const struct pf_attr *attr;	/* NULL for the root */
+	gboolean absent;	/* not served here (pf_attr_present()) */
 	fuse_ino_t parent;
 	mode_t mode;
 	uid_t uid;
@@ -208,7 +209,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct pf_fs *fs = req_fs(req);
 
 	for (guint i = 1; i < fs->n_nodes; i++)
-		if (fs->nodes[i].parent == parent &&
+		if (fs->nodes[i].parent == parent && !fs->nodes[i].absent &&
 		    !strcmp(fs->nodes[i].attr->name, name)) {
 			reply_entry(req, i + 1);
 			return;
@@ -269,9 +270,13 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	/* Even root may not open a file without a store for writing. */
-	if ((fi->flags & O_ACCMODE) != O_RDONLY && !n->attr->store) {
-		fuse_reply_err(req, EACCES);
-		return;
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		int err = pf_attr_write_denied(n->attr, fs->pw);
+
+		if (err) {
+			fuse_reply_err(req, err);
+			return;
+		}
 	}
 	/* sysfs and debugfs files have no direct I/O: the kernel refuses
 	 * O_DIRECT once the file is open. */
@@ -320,7 +325,7 @@ static void read_fresh(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
 
 	g_string_truncate(of->snap.text, 0);
 	of->snap.valid = FALSE;
-	ret = of->node->attr->show(fs->pw, of->snap.text);
+	ret = pf_attr_show(of->node->attr, fs->pw, of->snap.text);
 	if (ret == -EAGAIN && fs->host_asleep) {
 		/* A reader that comes back while the host sleeps (GNU and
 		 * busybox cat, Python: all retry after the EINTR they got
@@ -756,7 +761,8 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		} else if (i == 1) {
 			name = "..";
 			st.st_ino = dir->parent ? dir->parent : ino;
-		} else if (fs->nodes[i - 1].parent == ino) {
+		} else if (fs->nodes[i - 1].parent == ino &&
+			   !fs->nodes[i - 1].absent) {
 			name = fs->nodes[i - 1].attr->name;
 			st.st_ino = i;
 		} else {
@@ -799,10 +805,9 @@ static struct fuse_lowlevel_ops fs_ops = {
 	.readdir = fs_readdir,
 };
 
-static void build_nodes(struct pf_fs *fs)
+static void build_nodes(struct pf_fs *fs, const struct pf_attr *attrs,
+			guint n_attrs)
 {
-	guint n_attrs;
-	const struct pf_attr *attrs = pf_attrs(&n_attrs);
 	struct timespec now;
 
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -820,6 +825,7 @@ static void build_nodes(struct pf_fs *fs)
 					  (fuse_ino_t)attrs[i].parent + 2,
 			.mode = attrs[i].mode,
 			.ctime = now,
+			.absent = !pf_attr_present(&attrs[i], fs->pw),
 		};
 }
 
@@ -833,7 +839,8 @@ static struct pf_snapshot *adopt(void *userdata, fuse_ino_t ino)
 	return &of->snap;
 }
 
-struct pf_fs *pf_fs_serve(struct power *pw, int fuse_fd, int session_fd,
+struct pf_fs *pf_fs_serve(struct power *pw, const struct pf_attr *attrs,
+			  guint n_attrs, int fuse_fd, int session_fd,
 			  const char *mountpoint, gboolean debug,
 			  GSourceFunc on_unmounted, gpointer data,
 			  GError **error)
@@ -846,7 +853,7 @@ struct pf_fs *pf_fs_serve(struct power *pw, int fuse_fd, int session_fd,
 	g_queue_init(&fs->answered);
 	g_queue_init(&fs->interrupted);
 	fs->scratch = g_string_sized_new(4096);
-	build_nodes(fs);
+	build_nodes(fs, attrs, n_attrs);
 	pf_session_refuse_changes(&fs_ops);
 	fs->session = pf_session_serve(&fs_ops, fs, fuse_fd, session_fd,
 				       mountpoint, adopt, on_unmounted, data,
@@ -857,7 +864,7 @@ struct pf_fs *pf_fs_serve(struct power *pw, int fuse_fd, int session_fd,
 		g_free(fs);
 		return NULL;
 	}
-	suspend_set_sleep_hooks(pw->suspend, &(struct suspend_sleep_hooks){
+	suspend_add_sleep_hooks(pw->suspend, &(struct suspend_sleep_hooks){
 		fs_sleeping, fs_resumed, fs });
 	g_message("serving %s (backend %s)", mountpoint,
 		  pw->backend->ops->name);
@@ -880,7 +887,7 @@ void pf_fs_foreach_owner(struct pf_fs *fs, pf_fs_owner_visit visit,
 		const struct node *n = &fs->nodes[i];
 		g_autofree char *path = NULL;
 
-		if (!n->attr)
+		if (!n->attr || n->absent)
 			continue;
 		path = node_path(fs, n);
 		visit(path, n->mode & 07777, n->uid, n->gid, data);

@@ -26,9 +26,10 @@ struct suspend {
 	backend_done_func done;
 	gpointer done_data;
 	struct suspend_stats stats;
+	struct pm_settings settings;
 	struct backend_listener listener;
 	gboolean external_sleep;	/* started by someone else */
-	struct suspend_sleep_hooks hooks;
+	GArray *hooks;		/* struct suspend_sleep_hooks */
 	gboolean host_asleep;	/* between sleeping(TRUE) and resumed() */
 	wakeup_func sleeping_func;	/* of the attempt in progress */
 	gpointer sleeping_data;
@@ -50,6 +51,26 @@ const char *pm_state_label(enum pm_state state)
 {
 	return state > PM_ON && state < PM_NR_STATES ? state_labels[state] :
 						       NULL;
+}
+
+const char *mem_sleep_label(enum pm_state state)
+{
+	static const char *const labels[] = {
+		[PM_FREEZE] = "s2idle",
+		[PM_STANDBY] = "shallow",
+		[PM_MEM] = "deep",
+	};
+
+	return state > PM_ON && state <= PM_MEM ? labels[state] : NULL;
+}
+
+const char *pm_test_label(enum pm_test_level level)
+{
+	static const char *const labels[PM_TEST_LEVELS] = {
+		"none", "core", "processors", "platform", "devices", "freezer",
+	};
+
+	return level < PM_TEST_LEVELS ? labels[level] : NULL;
 }
 
 void backend_clear_wakeup(struct backend *be)
@@ -155,8 +176,13 @@ static gboolean system_sleeping(gboolean host, gpointer data)
 		func(s->sleeping_data);
 		answered = TRUE;	/* the state write */
 	}
-	if (s->hooks.sleeping && s->hooks.sleeping(host, s->hooks.data))
-		answered = TRUE;
+	for (guint i = 0; i < s->hooks->len; i++) {
+		const struct suspend_sleep_hooks *h = &g_array_index(
+			s->hooks, struct suspend_sleep_hooks, i);
+
+		if (h->sleeping && h->sleeping(host, h->data))
+			answered = TRUE;
+	}
 	return answered;
 }
 
@@ -166,8 +192,13 @@ static void system_resumed(int error, gpointer data)
 
 	if (s->host_asleep) {
 		s->host_asleep = FALSE;
-		if (s->hooks.resumed)
-			s->hooks.resumed(s->hooks.data);
+		for (guint i = 0; i < s->hooks->len; i++) {
+			const struct suspend_sleep_hooks *h = &g_array_index(
+				s->hooks, struct suspend_sleep_hooks, i);
+
+			if (h->resumed)
+				h->resumed(h->data);
+		}
 	}
 	/* Our own suspends are counted when the backend answers. */
 	if (!s->external_sleep)
@@ -199,10 +230,10 @@ void suspend_when_sleeping(struct suspend *s, wakeup_func func,
 	s->sleeping_data = data;
 }
 
-void suspend_set_sleep_hooks(struct suspend *s,
+void suspend_add_sleep_hooks(struct suspend *s,
 			     const struct suspend_sleep_hooks *hooks)
 {
-	s->hooks = *hooks;
+	g_array_append_val(s->hooks, *hooks);
 }
 
 gboolean suspend_host_asleep(const struct suspend *s)
@@ -219,10 +250,25 @@ struct suspend *suspend_new(struct wakeup_engine *engine,
 	s->engine = engine;
 	s->backend = backend;
 	s->reasons = reasons;
+	s->hooks = g_array_new(FALSE, FALSE,
+			       sizeof(struct suspend_sleep_hooks));
 	backend_clear_wakeup(backend);
 	g_queue_init(&s->lock_queue);
 	s->stats.last_failed_dev = "";
 	s->stats.last_failed_step = "";
+	/* The kernel's defaults; "mem" is deep sleep where the platform has
+	 * it, else what it has. */
+	s->settings = (struct pm_settings){
+		.mem_sleep = PM_FREEZE,
+		.sync_on_suspend = TRUE,
+		.pm_async = TRUE,
+		.freeze_timeout_ms = 20000,
+	};
+	for (enum pm_state m = PM_MEM; m > PM_FREEZE; m--)
+		if (backend->ops->states(backend) & PM_STATE_BIT(m)) {
+			s->settings.mem_sleep = m;
+			break;
+		}
 	s->origin = (struct journal_attempt){ .state = "", .by = "", .pid = -1 };
 	s->listener = (struct backend_listener){ system_sleeping,
 						 system_resumed, s };
@@ -240,6 +286,7 @@ void suspend_free(struct suspend *s)
 	if (s->sleeping)
 		wakeup_set_event_hook(s->engine, NULL, NULL);
 	s->backend->listener = NULL;
+	g_array_unref(s->hooks);
 	g_free(s);
 }
 
@@ -379,6 +426,18 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 				s->engine);
 		return -EBUSY;
 	}
+	if (s->settings.test_level != PM_TEST_NONE) {
+		/* The kernel stops at the level's point and succeeds. */
+		g_message("suspend to %s: test level %s, not sleeping",
+			  pm_state_label(state),
+			  pm_test_label(s->settings.test_level));
+		wakeup_reason_end(s->reasons, -1);
+		wakeup_end_handshake(s->engine);
+		s->stats.success++;
+		wakeup_notify_changed(s->engine, NULL);
+		journal_suspend(s->journal, &s->attempt, 0, "", s->engine);
+		return 0;
+	}
 	g_message("suspending to %s through %s", pm_state_label(state),
 		  s->backend->ops->name);
 	s->sleeping = TRUE;
@@ -430,6 +489,11 @@ void suspend_set_origin(struct suspend *s, const char *by, pid_t pid,
 void suspend_set_journal(struct suspend *s, struct journal *j)
 {
 	s->journal = j;
+}
+
+struct pm_settings *suspend_settings(struct suspend *s)
+{
+	return &s->settings;
 }
 
 const struct suspend_stats *suspend_get_stats(const struct suspend *s)

@@ -94,6 +94,7 @@ class HostPowerfs(ClassWakeup):
         conftest.Powerfs.__init__(self, *args)
         os.rmdir(self.mnt)
         self.mnt, self.cw = POWER, WAKEUP
+        self.extra = {"class-wakeup": WAKEUP}
         self.args.insert(0, f"--class-wakeup={WAKEUP}")
 
 

@@ -59,6 +59,10 @@ struct backend_ops {
 struct backend {
 	const struct backend_ops *ops;
 	const struct backend_listener *listener;	/* set by the core */
+	/* The host's /sys/power (host-power.h) when the backend puts the host
+	 * to sleep: the host's settings are then the ones that count.  NULL
+	 * for a backend that sleeps on its own terms (simulated). */
+	const char *host_dir;
 	/* Where a failed sleep failed, as the kernel names its steps
 	 * ("freeze", "suspend_noirq", ...), set before reporting an error to
 	 * done() or resumed(); NULL means "suspend".  Valid during that call
@@ -99,10 +103,12 @@ struct backend *backend_sysfs_new(struct pf_clock *clock, const char *dir,
 /* Suspends through systemd-logind on the system bus (DBUS_SYSTEM_BUS_ADDRESS
  * applies).  The host kernel's suspend statistics, read from stats_dir
  * (/sys/power/suspend_stats) around each sleep when readable, tell whether
- * the sleep succeeded.  NULL and error if logind cannot be reached. */
+ * the sleep succeeded; host_dir (/sys/power) has its settings and says
+ * which IRQ woke it.  NULL and error if logind cannot be reached. */
 struct backend *backend_logind_new(struct pf_clock *clock,
 				   guint suspend_timeout_s,
-				   const char *stats_dir, GError **error);
+				   const char *host_dir, const char *stats_dir,
+				   GError **error);
 /* Hold a logind block inhibitor for sleep ("powerfs: held by WHY") while why
  * is not NULL (--inhibit-sleep). */
 void backend_logind_block_sleep(struct backend *be, const char *why);

@@ -2,7 +2,7 @@
 # content, accepted and refused writes, and what a write changes.
 . ${LIB:-/lib.sh}
 note "listing and modes"
-t "ls $P"
+t "ls -1 $P"
 for f in mem_sleep sync_on_suspend pm_async pm_print_times pm_debug_messages pm_freeze_timeout pm_test pm_wakeup_irq; do
 	t "pfs st $P/$f"
 	t "pfs cat $P/$f"
