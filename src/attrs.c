@@ -491,15 +491,23 @@ static struct pm_settings *settings(struct power *pw)
 	return suspend_settings(pw->suspend);
 }
 
+/* A setting changed: the state file keeps it. */
+static gssize setting_changed(struct power *pw, gsize len)
+{
+	wakeup_notify_changed(pw->engine, NULL);
+	return (gssize)len;
+}
+
 /* kstrtoul() of a flag: 0 or 1. */
-static gssize store_flag(gboolean *flag, const char *buf, gsize len)
+static gssize store_flag(struct power *pw, gboolean *flag, const char *buf,
+			 gsize len)
 {
 	guint64 v;
 
 	if (!parse_u64(buf, &v) || v > 1)
 		return -EINVAL;
 	*flag = v == 1;
-	return (gssize)len;
+	return setting_changed(pw, len);
 }
 
 #define FLAG_ATTR(field)						\
@@ -514,7 +522,7 @@ static gssize store_flag(gboolean *flag, const char *buf, gsize len)
 				    pf_store_done done, gpointer data)	\
 	{								\
 		(void)caller, (void)done, (void)data;			\
-		return store_flag(&settings(pw)->field, buf, len);	\
+		return store_flag(pw, &settings(pw)->field, buf, len);	\
 	}
 FLAG_ATTR(sync_on_suspend)
 FLAG_ATTR(pm_async)
@@ -540,7 +548,7 @@ static gssize pm_freeze_timeout_store(struct power *pw,
 	if (!parse_u64(buf, &v))
 		return -EINVAL;
 	settings(pw)->freeze_timeout_ms = (guint)v;
-	return (gssize)len;
+	return setting_changed(pw, len);
 }
 
 /* The text up to the first newline, exactly one of the words. */
@@ -583,7 +591,7 @@ static gssize pm_test_store(struct power *pw, const struct pf_caller *caller,
 	for (enum pm_test_level l = PM_TEST_NONE; l < PM_TEST_LEVELS; l++)
 		if (line_is(buf, len, pm_test_label(l))) {
 			settings(pw)->test_level = l;
-			return (gssize)len;
+			return setting_changed(pw, len);
 		}
 	return -EINVAL;
 }
@@ -618,7 +626,7 @@ static gssize mem_sleep_store_locked(struct locked_store *ls)
 		if (mem_sleep_valid(pw, m) &&
 		    line_is(ls->buf, ls->len, mem_sleep_label(m))) {
 			settings(pw)->mem_sleep = m;
-			return (gssize)ls->len;
+			return setting_changed(pw, ls->len);
 		}
 	return -EINVAL;
 }

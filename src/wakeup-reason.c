@@ -32,6 +32,7 @@ struct wakeup_reason {
 	char text[WAKEUP_REASON_TEXT_MAX];	/* of an abort or RESUME_ABNORMAL */
 	gint64 begin_mono, begin_boot;
 	gint64 awake_ns, asleep_ns;	/* of the last attempt that ended */
+	char *restored;		/* the reasons shown before a restart */
 };
 
 /* A sysfs attribute's content: one page, its last byte the NUL. */
@@ -57,6 +58,7 @@ void wakeup_reason_free(struct wakeup_reason *wr)
 	if (!wr)
 		return;
 	g_array_unref(wr->irqs);
+	g_free(wr->restored);
 	g_free(wr);
 }
 
@@ -65,6 +67,7 @@ void wakeup_reason_begin(struct wakeup_reason *wr)
 	wr->begin_mono = pf_clock_mono_ns(wr->clock);
 	wr->begin_boot = pf_clock_boot_ns(wr->clock);
 	g_array_set_size(wr->irqs, 0);
+	g_clear_pointer(&wr->restored, g_free);
 	wr->kind = RESUME_NONE;
 	wr->text[0] = '\0';
 	wr->capturing = TRUE;
@@ -146,10 +149,30 @@ static void append_capped(GString *out, gsize start, const char *fmt, ...)
 				    MIN(strlen(s), PAGE_TEXT_MAX - used));
 }
 
+void wakeup_reason_get_times(const struct wakeup_reason *wr, gint64 *awake_ns,
+			     gint64 *asleep_ns)
+{
+	*awake_ns = wr->awake_ns;
+	*asleep_ns = wr->asleep_ns;
+}
+
+void wakeup_reason_restore(struct wakeup_reason *wr, const char *shown,
+			   gint64 awake_ns, gint64 asleep_ns)
+{
+	g_free(wr->restored);
+	wr->restored = *shown ? g_strndup(shown, PAGE_TEXT_MAX) : NULL;
+	wr->awake_ns = awake_ns;
+	wr->asleep_ns = asleep_ns;
+}
+
 void wakeup_reason_show_resume(const struct wakeup_reason *wr, GString *out)
 {
 	gsize start = out->len;
 
+	if (wr->restored) {
+		g_string_append(out, wr->restored);
+		return;
+	}
 	switch (wr->kind) {
 	case RESUME_ABORT:
 		append_capped(out, start, "Abort: %s", wr->text);

@@ -9,6 +9,7 @@ import errno
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -225,3 +226,23 @@ def test_settings_are_not_mistaken_for_statistics(pfs):
         if name not in ("last_failed_dev", "last_failed_step"):
             assert re.fullmatch(rb"-?[0-9]+\n", data), (name, data)
     assert len(names) == 13
+
+
+def test_settings_survive_a_crash_of_the_server(mount):
+    """The keeper's next server has them from the state file: a setting
+    acknowledged is a setting kept."""
+    pfs = mount()
+    writes = {"mem_sleep": b"s2idle", "sync_on_suspend": b"0",
+              "pm_async": b"0", "pm_print_times": b"1",
+              "pm_debug_messages": b"1", "pm_freeze_timeout": b"5000",
+              "pm_test": b"devices"}
+    for name, data in writes.items():
+        assert pfs.write(name, data) == len(data)
+    shown = {name: pfs.read(name) for name in writes}
+    server = pfs.server_pid()
+    os.kill(server, signal.SIGKILL)
+    assert wait_until(lambda: pfs.server_pid() != server, timeout=10)
+    assert {name: pfs.read(name) for name in writes} == shown
+    assert shown["pm_test"] == b"none core processors platform [devices] " \
+                               b"freezer\n"
+    pfs.write("pm_test", b"none")

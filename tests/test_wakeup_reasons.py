@@ -8,6 +8,7 @@ says how long the attempt took awake and how long the system slept."""
 import errno
 import os
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -204,3 +205,26 @@ def test_the_waking_irq_comes_from_the_host(wrfs, tmp_path, irq, actions,
                       timeout=10)
     assert (host / "state").read_bytes().startswith(b"mem")
     assert p.reason() == reason
+
+
+def test_the_last_reasons_survive_a_crash_of_the_server(wrfs):
+    """Android reads them after each attempt: a server that dies between
+    the attempt and that read must not leave its successor with nothing."""
+    p = wrfs("--simulate-sleep-ms=100")
+    count = p.read("wakeup_count")
+    p.write("wakeup_count", count)
+    p.lock("x")
+    p.unlock("x")
+    with raises_errno(errno.EBUSY):
+        p.write("state", b"mem")
+    assert p.write("state", b"mem") == 3
+    reason = p.reason()
+    with open(os.path.join(p.wr, "last_suspend_time"), "rb") as f:
+        times = f.read()
+    assert reason == b"-1 simulated sleep ended"
+    server = p.server_pid()
+    os.kill(server, signal.SIGKILL)
+    assert wait_until(lambda: p.server_pid() != server, timeout=10)
+    assert p.reason() == reason
+    with open(os.path.join(p.wr, "last_suspend_time"), "rb") as f:
+        assert f.read() == times

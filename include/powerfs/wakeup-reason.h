@@ -41,6 +41,14 @@ void wakeup_reason_log_abnormal(struct wakeup_reason *wr, const char *text);
 void wakeup_reason_log_irq(struct wakeup_reason *wr, int irq,
 			   const char *name);
 
+/* Saving the record across a restart of powerfs (state-file.c): the two
+ * times, and last_resume_reason's text, which is shown as it was until the
+ * next attempt begins. */
+void wakeup_reason_get_times(const struct wakeup_reason *wr, gint64 *awake_ns,
+			     gint64 *asleep_ns);
+void wakeup_reason_restore(struct wakeup_reason *wr, const char *shown,
+			   gint64 awake_ns, gint64 asleep_ns);
+
 /* last_resume_reason: "%d %s\n" per IRQ, or "Abort: %s", or "-1 %s", or
  * nothing. */
 void wakeup_reason_show_resume(const struct wakeup_reason *wr, GString *out);
