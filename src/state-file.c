@@ -588,6 +588,8 @@ static gboolean parse_settings(char **f, struct saved *sv)
 	guint64 timeout;
 	guint i;
 
+	if (g_strv_length(f) != 7)
+		return FALSE;
 	set->mem_sleep = PM_ON;
 	for (enum pm_state m = PM_FREEZE; m <= PM_MEM; m++)
 		if (!g_strcmp0(f[0], mem_sleep_label(m)))
@@ -595,7 +597,7 @@ static gboolean parse_settings(char **f, struct saved *sv)
 	for (i = 0; i < PM_TEST_LEVELS; i++)
 		if (!g_strcmp0(f[6], pm_test_label(i)))
 			break;
-	if (set->mem_sleep == PM_ON || i == PM_TEST_LEVELS || f[7] ||
+	if (set->mem_sleep == PM_ON || i == PM_TEST_LEVELS ||
 	    !parse_flag(f[1], &set->sync_on_suspend) ||
 	    !parse_flag(f[2], &set->pm_async) ||
 	    !parse_flag(f[3], &set->pm_print_times) ||
@@ -613,8 +615,9 @@ static gboolean parse_reasons(char **f, struct saved *sv)
 	const gint64 day = G_GINT64_CONSTANT(86400000000000);
 
 	g_clear_pointer(&sv->shown, g_free);
-	if (!to_i64(f[0], 0, 10000 * day, &sv->awake_ns) ||
-	    !to_i64(f[1], 0, 10000 * day, &sv->asleep_ns) || !f[2] || f[3])
+	if (g_strv_length(f) != 3 ||
+	    !to_i64(f[0], 0, 10000 * day, &sv->awake_ns) ||
+	    !to_i64(f[1], 0, 10000 * day, &sv->asleep_ns))
 		return FALSE;
 	if (strcmp(f[2], "-")) {
 		sv->shown = text_from_hex(f[2], 4095);
