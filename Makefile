@@ -25,9 +25,9 @@ endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 
-CORE := clock journal wakeup wakelock suspend autosleep power backend-simulate
-DAEMON := $(CORE) backend-sysfs backend-logind state-file metrics caps attrs loop-hold inflight fuse-session fs class-wakeup keeper log main
-UNIT_TESTS := test-wakeup test-wakelock test-autosleep test-metrics test-inflight
+CORE := clock journal wakeup wakeup-reason wakelock suspend autosleep power backend-simulate
+DAEMON := $(CORE) host-power backend-sysfs backend-logind state-file metrics caps attrs loop-hold inflight fuse-session fs class-wakeup keeper log main
+UNIT_TESTS := test-wakeup test-wakeup-reason test-wakelock test-autosleep test-metrics test-inflight
 
 core_objs = $(patsubst %,$(BUILD)/%.o,$(CORE))
 daemon_objs = $(patsubst %,$(BUILD)/%.o,$(DAEMON))
@@ -67,7 +67,7 @@ $(BUILD):
 # class-wakeup.c, fed requests as the kernel sends them (fuzz/fuse-fake.h
 # plays the kernel and libfuse); fuzz-state-file: the state-file loader.
 FUZZERS := fuzz-store fuzz-fs fuzz-class-wakeup fuzz-state-file
-FUZZ_CORE := $(patsubst %,src/%.c,$(CORE) caps attrs)
+FUZZ_CORE := $(patsubst %,src/%.c,$(CORE) caps host-power attrs)
 FUZZ_LIBS = $(shell pkg-config --libs glib-2.0 gio-2.0 gio-unix-2.0)
 FUZZ_CC = clang $(CPPFLAGS) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
 	-Wall -Wextra -Werror -Wno-unused-function $(PKG_CFLAGS)

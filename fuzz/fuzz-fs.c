@@ -242,6 +242,8 @@ int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 	struct power_options opts = { 8, 1, FALSE, NULL };
 	struct fake_input in = { data, size };
 	struct kernel k = { .adopted_fh = 1u << 30 };
+	const struct pf_attr *attrs;
+	guint n_attrs;
 	struct power *pw;
 
 	fake_init();
@@ -250,7 +252,9 @@ int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 					    PM_STATE_BIT(PM_FREEZE) |
 						    PM_STATE_BIT(PM_MEM)),
 		       &opts);
-	k.fs = pf_fs_serve(pw, -1, -1, "fuzz", FALSE, NULL, NULL, NULL);
+	attrs = pf_attrs(&n_attrs);
+	k.fs = pf_fs_serve(pw, attrs, n_attrs, -1, -1, "fuzz", FALSE, NULL,
+			   NULL, NULL);
 	k.inodes[k.n_inodes++] = FUSE_ROOT_ID;
 	while (in.left) {
 		guint op = fake_byte(&in) % 12;

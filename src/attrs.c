@@ -11,6 +11,7 @@
 
 #include "powerfs/attrs.h"
 #include "powerfs/caps.h"
+#include "powerfs/host-power.h"
 
 /* The kernel's isspace(): ASCII white space and Latin-1 NBSP (0xa0). */
 static gboolean kernel_isspace(char c)
@@ -232,7 +233,7 @@ static gssize state_store_locked(struct locked_store *ls)
 	ret = suspend_enter(pw->suspend, state, state_resumed, ls);
 	if (ret == PF_PENDING)
 		suspend_when_sleeping(pw->suspend, state_sleeping, ls);
-	return ret;
+	return ret ? ret : (gssize)ls->len;
 }
 
 static gssize state_store(struct power *pw, const struct pf_caller *caller,
@@ -483,6 +484,170 @@ static gssize wakeup_sources_store(struct power *pw,
 	return -EINVAL;
 }
 
+/* The settings of kernel/power/main.c */
+
+static struct pm_settings *settings(struct power *pw)
+{
+	return suspend_settings(pw->suspend);
+}
+
+/* A setting changed: the state file keeps it. */
+static gssize setting_changed(struct power *pw, gsize len)
+{
+	wakeup_notify_changed(pw->engine, NULL);
+	return (gssize)len;
+}
+
+/* kstrtoul() of a flag: 0 or 1. */
+static gssize store_flag(struct power *pw, gboolean *flag, const char *buf,
+			 gsize len)
+{
+	guint64 v;
+
+	if (!parse_u64(buf, &v) || v > 1)
+		return -EINVAL;
+	*flag = v == 1;
+	return setting_changed(pw, len);
+}
+
+#define FLAG_ATTR(field)						\
+	static int field##_show(struct power *pw, GString *out)	\
+	{								\
+		g_string_append(out, settings(pw)->field ? "1\n" : "0\n"); \
+		return 0;						\
+	}								\
+	static gssize field##_store(struct power *pw,			\
+				    const struct pf_caller *caller,	\
+				    const char *buf, gsize len,		\
+				    pf_store_done done, gpointer data)	\
+	{								\
+		(void)caller, (void)done, (void)data;			\
+		return store_flag(pw, &settings(pw)->field, buf, len);	\
+	}
+FLAG_ATTR(sync_on_suspend)
+FLAG_ATTR(pm_async)
+FLAG_ATTR(pm_print_times)
+FLAG_ATTR(pm_debug_messages)
+
+static int pm_freeze_timeout_show(struct power *pw, GString *out)
+{
+	g_string_append_printf(out, "%u\n", settings(pw)->freeze_timeout_ms);
+	return 0;
+}
+
+/* kstrtoul() into the kernel's unsigned int: the value is cut to 32 bits
+ * (4294967296 reads back as 0). */
+static gssize pm_freeze_timeout_store(struct power *pw,
+				      const struct pf_caller *caller,
+				      const char *buf, gsize len,
+				      pf_store_done done, gpointer data)
+{
+	guint64 v;
+
+	(void)caller, (void)done, (void)data;
+	if (!parse_u64(buf, &v))
+		return -EINVAL;
+	settings(pw)->freeze_timeout_ms = (guint)v;
+	return setting_changed(pw, len);
+}
+
+/* The text up to the first newline, exactly one of the words. */
+static gboolean line_is(const char *buf, gsize len, const char *word)
+{
+	const char *nl = memchr(buf, '\n', len);
+	gsize n = nl ? (gsize)(nl - buf) : len;
+
+	return word && n == strlen(word) && !memcmp(buf, word, n);
+}
+
+/* "[current] other ...\n": the kernel's listing of a choice. */
+static void show_choice(GString *out, const char *word, gboolean current)
+{
+	g_string_append_printf(out, current ? "[%s] " : "%s ", word);
+}
+
+static void end_choices(GString *out, gsize start)
+{
+	if (out->len > start)
+		out->str[out->len - 1] = '\n';
+}
+
+static int pm_test_show(struct power *pw, GString *out)
+{
+	gsize start = out->len;
+
+	for (enum pm_test_level l = PM_TEST_NONE; l < PM_TEST_LEVELS; l++)
+		show_choice(out, pm_test_label(l),
+			    l == settings(pw)->test_level);
+	end_choices(out, start);
+	return 0;
+}
+
+static gssize pm_test_store(struct power *pw, const struct pf_caller *caller,
+			    const char *buf, gsize len, pf_store_done done,
+			    gpointer data)
+{
+	(void)caller, (void)done, (void)data;
+	for (enum pm_test_level l = PM_TEST_NONE; l < PM_TEST_LEVELS; l++)
+		if (line_is(buf, len, pm_test_label(l))) {
+			settings(pw)->test_level = l;
+			return setting_changed(pw, len);
+		}
+	return -EINVAL;
+}
+
+/* mem_sleep: s2idle always, shallow and deep where the backend offers
+ * standby and mem. */
+static gboolean mem_sleep_valid(struct power *pw, enum pm_state m)
+{
+	return m == PM_FREEZE ||
+	       (suspend_valid_states(pw->suspend) & PM_STATE_BIT(m));
+}
+
+static int mem_sleep_show(struct power *pw, GString *out)
+{
+	gsize start = out->len;
+
+	for (enum pm_state m = PM_FREEZE; m <= PM_MEM; m++)
+		if (mem_sleep_valid(pw, m))
+			show_choice(out, mem_sleep_label(m),
+				    m == settings(pw)->mem_sleep);
+	end_choices(out, start);
+	return 0;
+}
+
+static gssize mem_sleep_store_locked(struct locked_store *ls)
+{
+	struct power *pw = ls->pw;
+
+	if (autosleep_state(pw->autosleep) != PM_ON)
+		return -EBUSY;
+	for (enum pm_state m = PM_FREEZE; m <= PM_MEM; m++)
+		if (mem_sleep_valid(pw, m) &&
+		    line_is(ls->buf, ls->len, mem_sleep_label(m))) {
+			settings(pw)->mem_sleep = m;
+			return setting_changed(pw, ls->len);
+		}
+	return -EINVAL;
+}
+
+/* The kernel takes its transition lock for it, and refuses while
+ * autosleep is on. */
+static gssize mem_sleep_store(struct power *pw, const struct pf_caller *caller,
+			      const char *buf, gsize len, pf_store_done done,
+			      gpointer data)
+{
+	return store_locked(pw, caller, mem_sleep_store_locked, buf, len, done,
+			    data);
+}
+
+/* No IRQ woke a system that sleeps on its own terms. */
+static int pm_wakeup_irq_show(struct power *pw, GString *out)
+{
+	(void)pw, (void)out;
+	return -ENODATA;
+}
+
 /* suspend_stats/ */
 
 #define STAT_INT(field)							\
@@ -530,6 +695,13 @@ static int stat_last_failed_step_show(struct power *pw, GString *out)
 #define STAT_FILE(n) { .name = #n, .parent = STATS_DIR, \
 			.mode = S_IFREG | 0444, .size = 4096, \
 			.show = stat_##n##_show }
+#define HOST_RW(n) { .name = #n, .parent = ROOT, .mode = S_IFREG | 0644, \
+			.size = 4096, .show = n##_show, .store = n##_store, \
+			.host = TRUE }
+/* Hibernation's settings exist here only as the host's. */
+#define HIBERNATION(n) { .name = #n, .parent = ROOT, \
+			.mode = S_IFREG | 0644, .size = 4096, .host = TRUE, \
+			.hibernation = TRUE }
 
 static const struct pf_attr attrs[] = {
 	{ .name = "state", .parent = ROOT, .mode = S_IFREG | 0644,
@@ -560,7 +732,80 @@ static const struct pf_attr attrs[] = {
 	STAT_FILE(last_failed_dev),
 	STAT_FILE(last_failed_errno),
 	STAT_FILE(last_failed_step),
+	HOST_RW(mem_sleep),
+	HOST_RW(sync_on_suspend),
+	HOST_RW(pm_async),
+	HOST_RW(pm_freeze_timeout),
+	HOST_RW(pm_test),
+	HOST_RW(pm_print_times),
+	HOST_RW(pm_debug_messages),
+	{ .name = "pm_wakeup_irq", .parent = ROOT, .mode = S_IFREG | 0444,
+	  .size = 4096, .show = pm_wakeup_irq_show, .host = TRUE },
+	HIBERNATION(disk),
+	HIBERNATION(image_size),
+	HIBERNATION(reserved_size),
+	HIBERNATION(resume),
+	HIBERNATION(resume_offset),
 };
+
+/* /sys/kernel/wakeup_reasons (the Android common kernel's) */
+
+static int last_resume_reason_show(struct power *pw, GString *out)
+{
+	wakeup_reason_show_resume(pw->reasons, out);
+	return 0;
+}
+
+static int last_suspend_time_show(struct power *pw, GString *out)
+{
+	wakeup_reason_show_times(pw->reasons, out);
+	return 0;
+}
+
+static const struct pf_attr wakeup_reasons_attrs[] = {
+	{ .name = "last_resume_reason", .parent = ROOT,
+	  .mode = S_IFREG | 0444, .size = 4096,
+	  .show = last_resume_reason_show },
+	{ .name = "last_suspend_time", .parent = ROOT,
+	  .mode = S_IFREG | 0444, .size = 4096,
+	  .show = last_suspend_time_show },
+};
+
+const struct pf_attr *pf_wakeup_reasons_attrs(guint *n_attrs)
+{
+	*n_attrs = G_N_ELEMENTS(wakeup_reasons_attrs);
+	return wakeup_reasons_attrs;
+}
+
+/* The backend puts the host to sleep: the host's settings count. */
+static gboolean host_settings(struct power *pw)
+{
+	return pw->backend->host_dir != NULL;
+}
+
+gboolean pf_attr_present(const struct pf_attr *attr, struct power *pw)
+{
+	if (attr->hibernation &&
+	    !(suspend_valid_states(pw->suspend) & PM_STATE_BIT(PM_DISK)))
+		return FALSE;
+	if (attr->host && host_settings(pw))
+		return host_power_has(pw->backend->host_dir, attr->name);
+	return attr->show || attr->show_rows || S_ISDIR(attr->mode);
+}
+
+int pf_attr_write_denied(const struct pf_attr *attr, struct power *pw)
+{
+	if (!attr->store && !attr->hibernation)
+		return EACCES;
+	return attr->host && host_settings(pw) ? EROFS : 0;
+}
+
+int pf_attr_show(const struct pf_attr *attr, struct power *pw, GString *out)
+{
+	if (attr->host && host_settings(pw))
+		return host_power_read(pw->backend->host_dir, attr->name, out);
+	return attr->show(pw, out);
+}
 
 const struct pf_attr *pf_attrs(guint *n_attrs)
 {

@@ -26,6 +26,7 @@
 #include <gio/gunixfdlist.h>
 
 #include "powerfs/backend.h"
+#include "powerfs/host-power.h"
 #include "powerfs/suspend.h"
 
 #define LOGIND_NAME "org.freedesktop.login1"
@@ -79,6 +80,8 @@ struct logind {
 	int stats_dir;		/* the host kernel's suspend_stats, or -1 */
 	struct kernel_stats before;	/* at PrepareForSleep(true) */
 	char failed_step[32];		/* base.failed_step points here */
+	char *wake_irq_name;		/* base.wake_irq_name points here */
+	char *host_dir;			/* base.host_dir points here */
 	/* Our own suspend in progress. */
 	backend_done_func done;
 	gpointer data;
@@ -535,6 +538,13 @@ static void sleep_ended(struct logind *li)
 	int error = kernel_verdict(li, &step);
 
 	g_debug("logind: PrepareForSleep(false)");
+	if (!error) {
+		g_free(li->wake_irq_name);
+		li->wake_irq_name = NULL;
+		if (host_power_wakeup_irq(li->base.host_dir, &li->base.wake_irq,
+					  &li->wake_irq_name))
+			li->base.wake_irq_name = li->wake_irq_name;
+	}
 	inhibitor_want(&li->delay, DELAY_WHY);
 	inhibitor_retry_now(&li->block);
 	li->base.failed_step = step;
@@ -731,6 +741,8 @@ static void logind_free(struct backend *be)
 	pf_timer_free(li->timeout);
 	if (li->stats_dir >= 0)
 		close(li->stats_dir);
+	g_free(li->host_dir);
+	g_free(li->wake_irq_name);
 	g_object_unref(li->cancel);
 	g_object_unref(li->bus);
 	g_free(li);
@@ -745,7 +757,8 @@ static const struct backend_ops logind_ops = {
 
 struct backend *backend_logind_new(struct pf_clock *clock,
 				   guint suspend_timeout_s,
-				   const char *stats_dir, GError **error)
+				   const char *host_dir, const char *stats_dir,
+				   GError **error)
 {
 	g_autoptr(GDBusConnection) bus = NULL;
 	struct logind *li;
@@ -770,6 +783,8 @@ struct backend *backend_logind_new(struct pf_clock *clock,
 	li->with_flags = TRUE;
 	li->cancel = g_cancellable_new();
 	li->stats_dir = open_stats_dir(stats_dir);
+	li->host_dir = g_strdup(host_dir);
+	li->base.host_dir = li->host_dir;
 	li->suspend_timeout_us = (gint64)suspend_timeout_s * G_USEC_PER_SEC;
 	li->timeout = pf_timer_new(clock, sleep_never_began, li);
 	inhibitor_init(&li->delay, li, "delay");

@@ -16,6 +16,7 @@ struct simulate {
 	backend_done_func done;
 	gpointer data;
 	gint64 slept_at;
+	gboolean woken;		/* by a wakeup event, not the time */
 };
 
 static guint simulate_states(struct backend *be)
@@ -31,6 +32,12 @@ static void simulate_resume(gpointer data)
 	g_debug("simulated sleep over after %" G_GINT64_FORMAT " ms",
 		(pf_clock_now(sim->clock) - sim->slept_at) / 1000);
 	sim->done = NULL;
+	/* The clock went on while "asleep": say how long that was.  An
+	 * event that woke it early is the reason (the core knows which);
+	 * otherwise the time ran out. */
+	sim->base.slept_ns = (pf_clock_now(sim->clock) - sim->slept_at) * 1000;
+	if (!sim->woken)
+		sim->base.wake_reason = "simulated sleep ended";
 	if (sim->base.listener)
 		sim->base.listener->resumed(0, sim->base.listener->data);
 	done(0, sim->data);
@@ -46,6 +53,7 @@ static int simulate_suspend(struct backend *be, enum pm_state state,
 	sim->done = done;
 	sim->data = data;
 	sim->slept_at = pf_clock_now(sim->clock);
+	sim->woken = FALSE;
 	pf_timer_arm(sim->wakeup,
 		     sim->slept_at + (gint64)sim->sleep_ms * 1000);
 	/* Nothing is frozen here; but where the kernel's freezer would
@@ -60,8 +68,10 @@ static void simulate_wake(struct backend *be)
 	struct simulate *sim = (struct simulate *)be;
 
 	/* Resume from the main loop, not inside the event's caller. */
-	if (sim->done)
+	if (sim->done) {
+		sim->woken = TRUE;
 		pf_timer_arm(sim->wakeup, pf_clock_now(sim->clock));
+	}
 }
 
 static void simulate_free(struct backend *be)

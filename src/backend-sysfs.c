@@ -38,6 +38,7 @@
 #include <gio/gio.h>
 
 #include "powerfs/backend.h"
+#include "powerfs/host-power.h"
 #include "powerfs/suspend.h"
 
 /* How long after another powerfs answered a host's sleep can begin: what
@@ -66,6 +67,7 @@ struct sysfs_backend {
 	gint64 wait_until;	/* chained: how long to wait for the sleep */
 	struct pf_timer *poll;
 	char failed_step[32];
+	char *wake_irq_name;	/* base.wake_irq_name points here */
 };
 
 /* Time the host spent asleep since boot, in us. */
@@ -170,6 +172,12 @@ static void finish(struct sysfs_backend *sb)
 	sb->done = NULL;
 	pf_timer_disarm(sb->poll);
 	sb->base.failed_step = sb->failed_step[0] ? sb->failed_step : NULL;
+	g_free(sb->wake_irq_name);
+	sb->wake_irq_name = NULL;
+	if (!sb->error && host_power_wakeup_irq(sb->base.host_dir,
+						&sb->base.wake_irq,
+						&sb->wake_irq_name))
+		sb->base.wake_irq_name = sb->wake_irq_name;
 	if (sb->base.listener)
 		sb->base.listener->resumed(sb->error, sb->base.listener->data);
 	done(sb->error, sb->data);
@@ -237,6 +245,7 @@ static void sysfs_free(struct backend *be)
 	struct sysfs_backend *sb = (struct sysfs_backend *)be;
 
 	pf_timer_free(sb->poll);
+	g_free(sb->wake_irq_name);
 	g_free(sb->dir);
 	g_free(sb);
 }
@@ -302,5 +311,6 @@ struct backend *backend_sysfs_new(struct pf_clock *clock, const char *dir,
 	sb->dir = g_strdup(dir);
 	sb->states = states;
 	sb->poll = pf_timer_new(clock, poll_for_the_sleep, sb);
+	sb->base.host_dir = sb->dir;
 	return &sb->base;
 }

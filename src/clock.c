@@ -5,11 +5,14 @@
  * timer at all.  The fake clock keeps its timers in a list and fires them
  * from pf_clock_fake_advance(), for unit tests.
  */
+#include <time.h>
+
 #include "powerfs/clock.h"
 
 struct pf_clock {
 	gboolean fake;
 	gint64 fake_now;
+	gint64 fake_slept;	/* the fake host's sleeps, for the boot clock */
 	GList *fake_timers;	/* struct pf_timer *, armed or not */
 };
 
@@ -51,6 +54,44 @@ void pf_clock_free(struct pf_clock *clock)
 gint64 pf_clock_now(struct pf_clock *clock)
 {
 	return clock->fake ? clock->fake_now : g_get_monotonic_time();
+}
+
+static gint64 clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (gint64)ts.tv_sec * G_GINT64_CONSTANT(1000000000) + ts.tv_nsec;
+}
+
+gint64 pf_clock_mono_ns(struct pf_clock *clock)
+{
+	return clock->fake ? clock->fake_now * 1000 :
+			     clock_ns(CLOCK_MONOTONIC);
+}
+
+/* boottime - monotonic, between two readings of the monotonic clock that
+ * are close together: a preemption between the reads would count as
+ * sleep. */
+gint64 pf_clock_slept_ns(struct pf_clock *clock)
+{
+	gint64 before, boot, after;
+	int tries = 0;
+
+	if (clock->fake)
+		return clock->fake_slept * 1000;
+	do {
+		before = clock_ns(CLOCK_MONOTONIC);
+		boot = clock_ns(CLOCK_BOOTTIME);
+		after = clock_ns(CLOCK_MONOTONIC);
+	} while (after - before > 2000 && ++tries < 10);
+	return boot - before - (after - before) / 2;
+}
+
+void pf_clock_fake_host_sleep(struct pf_clock *clock, gint64 delta_us)
+{
+	g_return_if_fail(clock->fake);
+	clock->fake_slept += delta_us;
 }
 
 static gboolean timer_source_dispatch(GSource *source, GSourceFunc callback,

@@ -84,6 +84,7 @@ struct node {
 	const struct pf_attr *attr;	/* NULL for the root */
 	struct node *parent;	/* NULL for the root */
 	fuse_ino_t ino;
+	gboolean absent;	/* not served here (pf_attr_present()) */
 	mode_t mode;
 	uid_t uid;
 	gid_t gid;
@@ -254,7 +255,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	for (guint i = 1; i < fs->n_nodes; i++)
-		if (fs->nodes[i].parent == dir &&
+		if (fs->nodes[i].parent == dir && !fs->nodes[i].absent &&
 		    !strcmp(fs->nodes[i].attr->name, name)) {
 			reply_entry(req, &fs->nodes[i]);
 			return;
@@ -339,9 +340,13 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	/* Even root may not open a file without a store for writing. */
-	if ((fi->flags & O_ACCMODE) != O_RDONLY && !n->attr->store) {
-		fuse_reply_err(req, EACCES);
-		return;
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		int err = pf_attr_write_denied(n->attr, fs->pw);
+
+		if (err) {
+			fuse_reply_err(req, err);
+			return;
+		}
 	}
 	/* sysfs and debugfs files have no direct I/O: the kernel refuses
 	 * O_DIRECT once the file is open. */
@@ -374,7 +379,7 @@ static void read_fresh(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
 
 	g_string_truncate(of->snap.text, 0);
 	of->snap.valid = FALSE;
-	ret = of->node->attr->show(fs->pw, of->snap.text);
+	ret = pf_attr_show(of->node->attr, fs->pw, of->snap.text);
 	if (ret == -EAGAIN && fs->host_asleep) {
 		/* A reader that comes back while the host sleeps (GNU and
 		 * busybox cat, Python: all retry after the EINTR they got
@@ -822,7 +827,8 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		} else if (i == 1) {
 			name = "..";
 			n = dir->parent ? dir->parent : dir;
-		} else if (fs->nodes[i - 1].parent == dir) {
+		} else if (fs->nodes[i - 1].parent == dir &&
+			   !fs->nodes[i - 1].absent) {
 			n = &fs->nodes[i - 1];
 			name = n->attr->name;
 		} else {
@@ -876,10 +882,9 @@ static guint64 path_hash(const char *path)
 	return h;
 }
 
-static void build_nodes(struct pf_fs *fs)
+static void build_nodes(struct pf_fs *fs, const struct pf_attr *attrs,
+			guint n_attrs)
 {
-	guint n_attrs;
-	const struct pf_attr *attrs = pf_attrs(&n_attrs);
 	struct timespec now;
 
 	clock_gettime(CLOCK_REALTIME, &now);
@@ -896,11 +901,15 @@ static void build_nodes(struct pf_fs *fs)
 			.mode = attrs[i].mode,
 			.nlink = S_ISDIR(attrs[i].mode) ? 2 : 1,
 			.atime = now, .mtime = now, .ctime = now,
+			.absent = !pf_attr_present(&attrs[i], fs->pw),
 		};
 	for (guint i = 1; i < fs->n_nodes; i++) {
 		struct node *n = &fs->nodes[i];
-		g_autofree char *path = node_path(fs, n);
+		g_autofree char *path = NULL;
 
+		if (n->absent)
+			continue;	/* its number names nothing: ESTALE */
+		path = node_path(fs, n);
 		n->ino = INO_NAMED | (path_hash(path) & INO_HASH_MASK);
 		/* Names are few: a collision is a bug to see at once. */
 		g_assert(!g_hash_table_contains(fs->by_ino, &n->ino));
@@ -923,7 +932,8 @@ static struct pf_snapshot *adopt(void *userdata, fuse_ino_t ino)
 	return &of->snap;
 }
 
-struct pf_fs *pf_fs_serve(struct power *pw, int fuse_fd, int session_fd,
+struct pf_fs *pf_fs_serve(struct power *pw, const struct pf_attr *attrs,
+			  guint n_attrs, int fuse_fd, int session_fd,
 			  const char *mountpoint, gboolean debug,
 			  GSourceFunc on_unmounted, gpointer data,
 			  GError **error)
@@ -936,7 +946,7 @@ struct pf_fs *pf_fs_serve(struct power *pw, int fuse_fd, int session_fd,
 	g_queue_init(&fs->answered);
 	g_queue_init(&fs->interrupted);
 	fs->scratch = g_string_sized_new(4096);
-	build_nodes(fs);
+	build_nodes(fs, attrs, n_attrs);
 	pf_session_refuse_changes(&fs_ops);
 	fs->session = pf_session_serve(&fs_ops, fs, fuse_fd, session_fd,
 				       mountpoint, adopt, on_unmounted, data,
@@ -948,7 +958,7 @@ struct pf_fs *pf_fs_serve(struct power *pw, int fuse_fd, int session_fd,
 		g_free(fs);
 		return NULL;
 	}
-	suspend_set_sleep_hooks(pw->suspend, &(struct suspend_sleep_hooks){
+	suspend_add_sleep_hooks(pw->suspend, &(struct suspend_sleep_hooks){
 		fs_sleeping, fs_resumed, fs });
 	g_message("serving %s (backend %s)", mountpoint,
 		  pw->backend->ops->name);
@@ -970,7 +980,7 @@ void pf_fs_foreach_owner(struct pf_fs *fs, pf_fs_owner_visit visit,
 		const struct node *n = &fs->nodes[i];
 		g_autofree char *path = NULL;
 
-		if (!n->attr)
+		if (!n->attr || n->absent)
 			continue;
 		path = node_path(fs, n);
 		visit(path, n->mode & 07777, n->uid, n->gid, data);

@@ -49,7 +49,8 @@ struct conn {
 
 struct keeper {
 	const struct keeper_config *cfg;
-	struct conn conns[2];	/* the main mount, /sys/class/wakeup */
+	/* The main mount, /sys/class/wakeup, /sys/kernel/wakeup_reasons. */
+	struct conn conns[3];
 	guint n_conns;
 	char *exe;		/* the binary on disk, for upgrades */
 	pid_t server;
@@ -110,7 +111,7 @@ static gboolean get_connections(struct keeper *k, GError **error)
 {
 	const char *handed = g_getenv("POWERFS_KEEPER_FDS");
 	g_auto(GStrv) names = NULL;
-	int fds[4];
+	int fds[2 * G_N_ELEMENTS(k->conns)];
 	int n;
 
 	if (handed) {
@@ -192,6 +193,9 @@ static void set_mount_env(const struct keeper *k)
 	if (k->cfg->class_wakeup_dir)
 		g_setenv("POWERFS_CLASS_WAKEUP_DIR", k->cfg->class_wakeup_dir,
 			 TRUE);
+	if (k->cfg->wakeup_reasons_dir)
+		g_setenv("POWERFS_WAKEUP_REASONS_DIR",
+			 k->cfg->wakeup_reasons_dir, TRUE);
 	if (k->cfg->own_state_file)
 		g_setenv("POWERFS_KEEPER_STATE_FILE", k->cfg->own_state_file,
 			 TRUE);
@@ -358,6 +362,10 @@ int keeper_run(const struct keeper_config *cfg)
 		k.conns[k.n_conns++] = (struct conn){
 			.name = "powerfs-cw",
 			.mountpoint = cfg->class_wakeup_dir };
+	if (cfg->wakeup_reasons_dir)
+		k.conns[k.n_conns++] = (struct conn){
+			.name = "powerfs-wr",
+			.mountpoint = cfg->wakeup_reasons_dir };
 	k.exe = g_file_read_link("/proc/self/exe", NULL);
 	sigemptyset(&set);
 	sigaddset(&set, SIGCHLD);

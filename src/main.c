@@ -51,8 +51,10 @@ static struct {
 	gchar **trust_userns_owner;
 	gint suspend_timeout;
 	gboolean inhibit_sleep;
+	gchar *host_power;
 	gchar *host_suspend_stats;
 	gchar *class_wakeup;
+	gchar *wakeup_reasons;
 	gchar *state_file;
 	gchar *journal;
 	gint64 journal_size;
@@ -83,10 +85,14 @@ static const GOptionEntry entries[] = {
 	{ "inhibit-sleep", 0, 0, G_OPTION_ARG_NONE, &opt.inhibit_sleep,
 	  "logind: hold a block inhibitor while any wakeup source is active",
 	  NULL },
+	{ "host-power", 0, 0, G_OPTION_ARG_FILENAME, &opt.host_power,
+	  "logind: the host kernel's /sys/power, whose settings are shown and "
+	  "which names the IRQ that woke the host (default /sys/power)",
+	  "DIR" },
 	{ "host-suspend-stats", 0, 0, G_OPTION_ARG_FILENAME,
 	  &opt.host_suspend_stats,
 	  "logind: read the host kernel's suspend statistics from DIR "
-	  "(default /sys/power/suspend_stats)", "DIR" },
+	  "(default the --host-power directory's suspend_stats)", "DIR" },
 	{ "simulate-sleep-ms", 0, 0, G_OPTION_ARG_INT, &opt.simulate_sleep_ms,
 	  "Length of a simulated suspend; a wakeup event ends it early "
 	  "(default 1000)", "N" },
@@ -110,9 +116,13 @@ static const GOptionEntry entries[] = {
 	  "UID" },
 	{ "class-wakeup", 0, 0, G_OPTION_ARG_FILENAME, &opt.class_wakeup,
 	  "Also serve /sys/class/wakeup-style statistics on DIR", "DIR" },
+	{ "wakeup-reasons", 0, 0, G_OPTION_ARG_FILENAME, &opt.wakeup_reasons,
+	  "Also serve Android's /sys/kernel/wakeup_reasons (why and how long "
+	  "the last suspend) on DIR", "DIR" },
 	{ "owner", 0, 0, G_OPTION_ARG_STRING, &opt.owner,
-	  "Give the writable files (state, wakeup_count, autosleep, wake_lock, "
-	  "wake_unlock) to UID:GID at start", "UID:GID" },
+	  "Give the files that take writes (state, wakeup_count, autosleep, "
+	  "wake_lock, wake_unlock and the settings) to UID:GID at start",
+	  "UID:GID" },
 	{ "state-file", 0, 0, G_OPTION_ARG_FILENAME, &opt.state_file,
 	  "Keep wake locks, settings and statistics in PATH across restarts",
 	  "PATH" },
@@ -202,6 +212,8 @@ static void check_backend_options(const char *mountpoint)
 		usage_error("--inhibit-sleep needs --backend=logind");
 	if (opt.host_suspend_stats && strcmp(name, "logind"))
 		usage_error("--host-suspend-stats needs --backend=logind");
+	if (opt.host_power && strcmp(name, "logind"))
+		usage_error("--host-power needs --backend=logind");
 	if (g_str_has_prefix(name, "sysfs:")) {
 		const char *dir = name + strlen("sysfs:");
 		g_autofree char *real = realpath(dir, NULL);
@@ -237,11 +249,14 @@ static struct backend *make_backend(struct pf_clock *clock)
 		return be;
 	}
 	if (!strcmp(name, "logind")) {
-		be = backend_logind_new(clock, opt.suspend_timeout,
-					opt.host_suspend_stats ?
-						opt.host_suspend_stats :
-						"/sys/power/suspend_stats",
-					&error);
+		const char *host = opt.host_power ? opt.host_power :
+						    "/sys/power";
+		g_autofree char *stats = opt.host_suspend_stats ?
+			g_strdup(opt.host_suspend_stats) :
+			g_build_filename(host, "suspend_stats", NULL);
+
+		be = backend_logind_new(clock, opt.suspend_timeout, host,
+					stats, &error);
 		if (!be)
 			fail(1, "%s", error->message);
 		return be;
@@ -281,8 +296,9 @@ static char *check_mountpoint(const char *path)
 	return real;
 }
 
-/* --class-wakeup=DIR: a mount point like the main one, neither inside nor
- * above it (mounting inside our own mount would wait for ourselves). */
+/* --class-wakeup=DIR, --wakeup-reasons=DIR: mount points like the main
+ * one, neither inside nor above it or each other (mounting inside our own
+ * mount would wait for ourselves). */
 static gboolean path_within(const char *path, const char *dir)
 {
 	gsize n = strlen(dir);
@@ -291,13 +307,17 @@ static gboolean path_within(const char *path, const char *dir)
 	       (path[n] == '\0' || path[n] == '/' || dir[n - 1] == '/');
 }
 
-static char *check_class_wakeup_dir(const char *path, const char *mountpoint)
+static char *check_extra_dir(const char *option, const char *path,
+			     const char *mountpoint, const char *other)
 {
 	char *real = check_mountpoint(path);
 
 	if (path_within(real, mountpoint) || path_within(mountpoint, real))
-		usage_error("--class-wakeup: cannot mount on %s: it overlaps "
-			    "the mount point %s", path, mountpoint);
+		usage_error("--%s: cannot mount on %s: it overlaps the mount "
+			    "point %s", option, path, mountpoint);
+	if (other && (path_within(real, other) || path_within(other, real)))
+		usage_error("--%s: cannot mount on %s: it overlaps %s", option,
+			    path, other);
 	return real;
 }
 
@@ -600,7 +620,8 @@ static gboolean quit_on_unmount(gpointer loop)
 /* The connections the server serves: from its keeper, or mounted here. */
 struct conns {
 	int fuse_fd, session_fd, cw_fuse_fd, cw_session_fd;
-	struct pf_mount *mount, *cw_mount;	/* --no-keeper */
+	int wr_fuse_fd, wr_session_fd;
+	struct pf_mount *mount, *cw_mount, *wr_mount;	/* --no-keeper */
 };
 
 /* The mount ended: unmounted (fusermount3 -u), or its connection aborted
@@ -654,17 +675,20 @@ static void journal_restored(struct journal *j, struct power *pw)
 }
 
 static int serve(const char *mountpoint, const char *class_wakeup_dir,
-		 struct conns *c)
+		 const char *wakeup_reasons_dir, struct conns *c)
 {
 	g_autoptr(GError) error = NULL;
 	g_autoptr(GMainLoop) loop = NULL;
 	struct pf_class_wakeup *cw = NULL;
+	struct pf_fs *wr = NULL;
 	struct state_file *sf = NULL;
 	struct journal *journal = NULL;
 	struct pf_metrics *metrics = NULL;
 	struct power_options popts;
 	struct pf_clock *clock;
 	struct power *pw;
+	const struct pf_attr *attrs;
+	guint n_attrs;
 	struct pf_fs *fs;
 	int status = 0;
 
@@ -691,8 +715,9 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 
 	loop = g_main_loop_new(NULL, FALSE);
 	pf_loop_lock_init();
-	fs = pf_fs_serve(pw, c->fuse_fd, c->session_fd, mountpoint, opt.debug,
-			 quit_on_unmount, loop, &error);
+	attrs = pf_attrs(&n_attrs);
+	fs = pf_fs_serve(pw, attrs, n_attrs, c->fuse_fd, c->session_fd,
+			 mountpoint, opt.debug, quit_on_unmount, loop, &error);
 	if (!fs) {
 		power_free(pw);
 		fail(1, "%s", error->message);
@@ -702,6 +727,18 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 					   c->cw_session_fd, class_wakeup_dir,
 					   &error);
 		if (!cw) {
+			pf_fs_free(fs, FALSE);
+			power_free(pw);
+			fail(1, "%s", error->message);
+		}
+	}
+	if (wakeup_reasons_dir) {
+		attrs = pf_wakeup_reasons_attrs(&n_attrs);
+		wr = pf_fs_serve(pw, attrs, n_attrs, c->wr_fuse_fd,
+				 c->wr_session_fd, wakeup_reasons_dir,
+				 opt.debug, NULL, NULL, &error);
+		if (!wr) {
+			pf_class_wakeup_free(cw);
 			pf_fs_free(fs, FALSE);
 			power_free(pw);
 			fail(1, "%s", error->message);
@@ -744,6 +781,8 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 	/* Take no request from here on, on either mount: nothing changes
 	 * after the state is saved, and no state write starts a suspend. */
 	pf_class_wakeup_stop(cw);
+	if (wr)
+		pf_fs_stop(wr);
 	pf_fs_stop(fs);
 	if (ending == HANDING_OVER || ending == KEEPING) {
 		/* The requests in progress stay unanswered: the kernel sends
@@ -766,11 +805,13 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 	/* Nothing serves these numbers any more. */
 	pf_metrics_close(metrics, TRUE);
 	pf_class_wakeup_free(cw);
+	pf_fs_free(wr, FALSE);
 	pf_fs_free(fs, FALSE);
 	/* Only a dead connection may be looked at: a live one would wait
 	 * for us. */
 	if (ending == UNMOUNTED)
 		status = exit_status_at_the_end(mountpoint);
+	pf_mount_free(c->wr_mount, TRUE);
 	pf_mount_free(c->cw_mount, TRUE);
 	pf_mount_free(c->mount, TRUE);
 	journal_stop(journal);
@@ -784,25 +825,37 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 /* Started by a keeper: its connections, and where to say we serve. */
 static void take_keepers_connections(struct conns *c)
 {
-	int fds[4];
-	guint n = opt.class_wakeup ? 4 : 2;
+	gboolean cw = g_getenv("POWERFS_CLASS_WAKEUP_DIR") != NULL;
+	gboolean wr = g_getenv("POWERFS_WAKEUP_REASONS_DIR") != NULL;
+	int fds[6];
+	guint n = 2 + 2 * cw + 2 * wr, i = 2;
 	guint64 ready;
 
 	if (!keeper_parse_fds(g_getenv("POWERFS_FDS"), fds, n) ||
 	    !g_ascii_string_to_unsigned(g_getenv("POWERFS_READY_FD"), 10, 3,
 					G_MAXINT, &ready, NULL))
 		fail(1, "POWERFS_FDS/POWERFS_READY_FD: not a keeper's");
-	*c = (struct conns){ fds[0], fds[1], n > 2 ? fds[2] : -1,
-			     n > 2 ? fds[3] : -1, NULL, NULL };
+	/* In the keeper's order: the main mount, then the others given. */
+	*c = (struct conns){ fds[0], fds[1], -1, -1, -1, -1, NULL, NULL,
+			     NULL };
+	if (cw) {
+		c->cw_fuse_fd = fds[i++];
+		c->cw_session_fd = fds[i++];
+	}
+	if (wr) {
+		c->wr_fuse_fd = fds[i++];
+		c->wr_session_fd = fds[i++];
+	}
 	ready_fd = (int)ready;
 }
 
 static void mount_here(struct conns *c, const char *mountpoint,
-		       const char *class_wakeup_dir, const char *options)
+		       const char *class_wakeup_dir,
+		       const char *wakeup_reasons_dir, const char *options)
 {
 	g_autoptr(GError) error = NULL;
 
-	*c = (struct conns){ -1, -1, -1, -1, NULL, NULL };
+	*c = (struct conns){ -1, -1, -1, -1, -1, -1, NULL, NULL, NULL };
 	c->mount = pf_mount_new(mountpoint, options, &error);
 	if (!c->mount)
 		fail(EXIT_USAGE, "%s", error->message);
@@ -814,6 +867,17 @@ static void mount_here(struct conns *c, const char *mountpoint,
 			fail(EXIT_USAGE, "--class-wakeup: %s", error->message);
 		}
 		c->cw_fuse_fd = pf_mount_fd(c->cw_mount);
+	}
+	if (wakeup_reasons_dir) {
+		c->wr_mount = pf_mount_new(wakeup_reasons_dir, options,
+					   &error);
+		if (!c->wr_mount) {
+			pf_mount_free(c->cw_mount, TRUE);
+			pf_mount_free(c->mount, TRUE);
+			fail(EXIT_USAGE, "--wakeup-reasons: %s",
+			     error->message);
+		}
+		c->wr_fuse_fd = pf_mount_fd(c->wr_mount);
 	}
 }
 
@@ -853,7 +917,9 @@ static gboolean in_fd_store(const char *mountpoint)
 		if (!g_strcmp0(names[i], "powerfs-fuse")) {
 			if (!g_path_is_absolute(mountpoint) ||
 			    (opt.class_wakeup &&
-			     !g_path_is_absolute(opt.class_wakeup)))
+			     !g_path_is_absolute(opt.class_wakeup)) ||
+			    (opt.wakeup_reasons &&
+			     !g_path_is_absolute(opt.wakeup_reasons)))
 				usage_error("restarted with a connection in "
 					    "the fd store: the mount points "
 					    "must be absolute paths");
@@ -887,6 +953,7 @@ int main(int argc, char **argv)
 	g_autofree char *mountpoint = NULL;
 	g_autofree char *mount_options = NULL;
 	g_autofree char *class_wakeup_dir = NULL;
+	g_autofree char *wakeup_reasons_dir = NULL;
 	g_autofree char *state_file = NULL;
 	struct keeper_config kc;
 	struct conns c;
@@ -905,7 +972,8 @@ int main(int argc, char **argv)
 		 * own mount now would wait for ourselves. */
 		take_keepers_connections(&c);
 		status = serve(g_getenv("POWERFS_MOUNTPOINT"),
-			       g_getenv("POWERFS_CLASS_WAKEUP_DIR"), &c);
+			       g_getenv("POWERFS_CLASS_WAKEUP_DIR"),
+			       g_getenv("POWERFS_WAKEUP_REASONS_DIR"), &c);
 		goto out;
 	}
 	if (in_fd_store(opt.args[0])) {
@@ -913,6 +981,7 @@ int main(int argc, char **argv)
 		 * is live with nobody serving it, so it is not looked at. */
 		mountpoint = g_strdup(opt.args[0]);
 		class_wakeup_dir = g_strdup(opt.class_wakeup);
+		wakeup_reasons_dir = g_strdup(opt.wakeup_reasons);
 		if (opt.state_file)
 			check_state_file(opt.state_file, mountpoint);
 		if (opt.journal)
@@ -925,14 +994,22 @@ int main(int argc, char **argv)
 		 * the same process; the mounts have nobody serving them. */
 		mountpoint = g_strdup(g_getenv("POWERFS_MOUNTPOINT"));
 		class_wakeup_dir = g_strdup(g_getenv("POWERFS_CLASS_WAKEUP_DIR"));
+		wakeup_reasons_dir =
+			g_strdup(g_getenv("POWERFS_WAKEUP_REASONS_DIR"));
 		state_file = g_strdup(g_getenv("POWERFS_KEEPER_STATE_FILE"));
 		goto keep;
 	}
 	mountpoint = check_mountpoint(opt.args[0]);
 	check_backend_options(mountpoint);
 	if (opt.class_wakeup)
-		class_wakeup_dir = check_class_wakeup_dir(opt.class_wakeup,
-							  mountpoint);
+		class_wakeup_dir = check_extra_dir("class-wakeup",
+						   opt.class_wakeup,
+						   mountpoint, NULL);
+	if (opt.wakeup_reasons)
+		wakeup_reasons_dir = check_extra_dir("wakeup-reasons",
+						     opt.wakeup_reasons,
+						     mountpoint,
+						     class_wakeup_dir);
 	if (opt.state_file)
 		check_state_file(opt.state_file, mountpoint);
 	if (opt.journal) {
@@ -955,8 +1032,10 @@ int main(int argc, char **argv)
 		g_setenv("POWERFS_SYSLOG", "1", TRUE);
 	}
 	if (opt.no_keeper) {
-		mount_here(&c, mountpoint, class_wakeup_dir, mount_options);
-		status = serve(mountpoint, class_wakeup_dir, &c);
+		mount_here(&c, mountpoint, class_wakeup_dir,
+			   wakeup_reasons_dir, mount_options);
+		status = serve(mountpoint, class_wakeup_dir,
+			       wakeup_reasons_dir, &c);
 		goto out;
 	}
 	if (!opt.state_file) {
@@ -973,12 +1052,14 @@ int main(int argc, char **argv)
 keep:
 	g_unsetenv("POWERFS_MOUNTPOINT");
 	g_unsetenv("POWERFS_CLASS_WAKEUP_DIR");
+	g_unsetenv("POWERFS_WAKEUP_REASONS_DIR");
 	g_unsetenv("POWERFS_KEEPER_STATE_FILE");
 	kc = (struct keeper_config){
 		.argv = given,
 		.mountpoint = mountpoint,
 		.mount_options = mount_options,
 		.class_wakeup_dir = class_wakeup_dir,
+		.wakeup_reasons_dir = wakeup_reasons_dir,
 		.own_state_file = state_file,
 		.on_ready = keeper_ready,
 	};
@@ -993,6 +1074,8 @@ out:
 		g_array_unref(trusted_userns_owners);
 	g_free(opt.backend);
 	g_free(opt.class_wakeup);
+	g_free(opt.wakeup_reasons);
+	g_free(opt.host_power);
 	g_free(opt.host_suspend_stats);
 	g_free(opt.simulate_states);
 	g_free(opt.state_file);

@@ -9,7 +9,8 @@ struct power *power_new(struct pf_clock *clock, struct backend *backend,
 	pw->clock = clock;
 	pw->backend = backend;
 	pw->engine = wakeup_engine_new(clock);
-	pw->suspend = suspend_new(pw->engine, backend);
+	pw->reasons = wakeup_reason_new(clock);
+	pw->suspend = suspend_new(pw->engine, backend, pw->reasons);
 	pw->autosleep = autosleep_new(pw->engine, pw->suspend, clock);
 	pw->wakelocks = wakelocks_new(pw->engine, clock, opts->wakelock_limit,
 				      opts->wakelock_gc_seconds);
@@ -36,6 +37,7 @@ void power_free(struct power *pw)
 	wakelocks_free(pw->wakelocks);
 	autosleep_free(pw->autosleep);
 	suspend_free(pw->suspend);
+	wakeup_reason_free(pw->reasons);
 	wakeup_engine_free(pw->engine);
 	pw->backend->ops->free(pw->backend);
 	pf_clock_free(pw->clock);

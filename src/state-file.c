@@ -227,6 +227,38 @@ static void append_counts(struct state_file *sf)
 	pf_string_append_len(sf->out, line, p - line);
 }
 
+/* The settings of kernel/power/main.c this instance keeps. */
+static void append_settings(struct state_file *sf)
+{
+	const struct pm_settings *set = suspend_settings(sf->pw->suspend);
+
+	append_if_changed(sf, g_strdup("settings"), g_strdup_printf(
+		"settings %s %d %d %d %d %u %s\n",
+		mem_sleep_label(set->mem_sleep), set->sync_on_suspend,
+		set->pm_async, set->pm_print_times, set->pm_debug_messages,
+		set->freeze_timeout_ms, pm_test_label(set->test_level)));
+}
+
+/* The last attempt's times and reasons, the text in hex ("-": none). */
+static void append_reasons(struct state_file *sf)
+{
+	g_autoptr(GString) shown = g_string_new(NULL);
+	GString *line = g_string_new(NULL);
+	gint64 awake, asleep;
+
+	wakeup_reason_get_times(sf->pw->reasons, &awake, &asleep);
+	wakeup_reason_show_resume(sf->pw->reasons, shown);
+	g_string_printf(line, "reasons %" G_GINT64_FORMAT " %" G_GINT64_FORMAT,
+			awake, asleep);
+	if (shown->len)
+		append_hex(line, " ", shown->str);
+	else
+		g_string_append(line, " -");
+	g_string_append_c(line, '\n');
+	append_if_changed(sf, g_strdup("reasons"),
+			  g_string_free(line, FALSE));
+}
+
 static void append_globals(struct state_file *sf)
 {
 	struct power *pw = sf->pw;
@@ -246,6 +278,8 @@ static void append_globals(struct state_file *sf)
 		st->failed_resume_early, st->failed_resume_noirq,
 		st->last_failed_errno,
 		*st->last_failed_step ? st->last_failed_step : "-"));
+	append_settings(sf);
+	append_reasons(sf);
 	pf_fs_foreach_owner(sf->fs, append_owner, sf);
 }
 
@@ -446,7 +480,10 @@ static void saved_lock_free(gpointer p)
 }
 
 struct saved {
-	gboolean have_counts, have_stats;
+	gboolean have_counts, have_stats, have_settings, have_reasons;
+	struct pm_settings settings;
+	gint64 awake_ns, asleep_ns;
+	char *shown;		/* last_resume_reason's text */
 	guint registered, saved;
 	gboolean armed;
 	enum pm_state autosleep;
@@ -469,13 +506,13 @@ static gboolean to_i64(const char *s, gint64 min, gint64 max, gint64 *out)
 	return s && g_ascii_string_to_signed(s, 10, min, max, out, NULL);
 }
 
-/* Hex name, 1 to NAME_MAX_BYTES bytes, no NUL. */
-static char *name_from_hex(const char *hex)
+/* Hex text, 1 to max bytes, no NUL. */
+static char *text_from_hex(const char *hex, gsize max)
 {
 	gsize n = hex ? strlen(hex) : 0;
 	char *name;
 
-	if (n == 0 || n % 2 || n / 2 > NAME_MAX_BYTES)
+	if (n == 0 || n % 2 || n / 2 > max)
 		return NULL;
 	name = g_malloc(n / 2 + 1);
 	for (gsize i = 0; i < n / 2; i++) {
@@ -520,12 +557,74 @@ static gboolean parse_record(char **f, gint64 now, struct wakeup_record *r)
 	return TRUE;
 }
 
+/* A wake lock's name: 1 to NAME_MAX_BYTES bytes in hex. */
+static char *name_from_hex(const char *hex)
+{
+	return text_from_hex(hex, NAME_MAX_BYTES);
+}
+
 static enum pm_state state_from_label(const char *s)
 {
 	for (enum pm_state st = PM_FREEZE; st < PM_NR_STATES; st++)
 		if (!g_strcmp0(s, pm_state_label(st)))
 			return st;
 	return PM_ON;
+}
+
+static gboolean parse_flag(const char *s, gboolean *out)
+{
+	guint64 v;
+
+	if (!to_u64(s, 1, &v))
+		return FALSE;
+	*out = v == 1;
+	return TRUE;
+}
+
+/* "settings MEM_SLEEP SYNC ASYNC PRINT_TIMES DEBUG TIMEOUT TEST". */
+static gboolean parse_settings(char **f, struct saved *sv)
+{
+	struct pm_settings *set = &sv->settings;
+	guint64 timeout;
+	guint i;
+
+	if (g_strv_length(f) != 7)
+		return FALSE;
+	set->mem_sleep = PM_ON;
+	for (enum pm_state m = PM_FREEZE; m <= PM_MEM; m++)
+		if (!g_strcmp0(f[0], mem_sleep_label(m)))
+			set->mem_sleep = m;
+	for (i = 0; i < PM_TEST_LEVELS; i++)
+		if (!g_strcmp0(f[6], pm_test_label(i)))
+			break;
+	if (set->mem_sleep == PM_ON || i == PM_TEST_LEVELS ||
+	    !parse_flag(f[1], &set->sync_on_suspend) ||
+	    !parse_flag(f[2], &set->pm_async) ||
+	    !parse_flag(f[3], &set->pm_print_times) ||
+	    !parse_flag(f[4], &set->pm_debug_messages) ||
+	    !to_u64(f[5], G_MAXUINT, &timeout))
+		return FALSE;
+	set->test_level = i;
+	set->freeze_timeout_ms = (guint)timeout;
+	return TRUE;
+}
+
+/* "reasons AWAKE_NS ASLEEP_NS HEX|-". */
+static gboolean parse_reasons(char **f, struct saved *sv)
+{
+	const gint64 day = G_GINT64_CONSTANT(86400000000000);
+
+	g_clear_pointer(&sv->shown, g_free);
+	if (g_strv_length(f) != 3 ||
+	    !to_i64(f[0], 0, 10000 * day, &sv->awake_ns) ||
+	    !to_i64(f[1], 0, 10000 * day, &sv->asleep_ns))
+		return FALSE;
+	if (strcmp(f[2], "-")) {
+		sv->shown = text_from_hex(f[2], 4095);
+		if (!sv->shown)
+			return FALSE;
+	}
+	return TRUE;
 }
 
 static gboolean parse_stats(char **f, struct saved *sv)
@@ -581,6 +680,14 @@ static gboolean parse_line(struct saved *sv, char *line, guint64 lineno,
 		if (!parse_stats(f + 1, sv))
 			return FALSE;
 		sv->have_stats = TRUE;
+	} else if (!g_strcmp0(kind, "settings")) {
+		if (!parse_settings(f + 1, sv))
+			return FALSE;
+		sv->have_settings = TRUE;
+	} else if (!g_strcmp0(kind, "reasons")) {
+		sv->have_reasons = parse_reasons(f + 1, sv);
+		if (!sv->have_reasons)
+			return FALSE;
 	} else if (!g_strcmp0(kind, "owner")) {
 		guint64 mode, uid, gid;
 
@@ -662,6 +769,21 @@ static void restore_owners(struct state_file *sf, struct saved *sv)
 	}
 }
 
+/* What "mem" means must be one the backend offers now. */
+static void restore_settings(struct power *pw, const struct pm_settings *set)
+{
+	struct pm_settings *now = suspend_settings(pw->suspend);
+	enum pm_state mem_sleep = now->mem_sleep;
+
+	*now = *set;
+	if (set->mem_sleep != PM_FREEZE &&
+	    !(suspend_valid_states(pw->suspend) & PM_STATE_BIT(set->mem_sleep))) {
+		g_warning("state file: mem_sleep %s is not possible here",
+			  mem_sleep_label(set->mem_sleep));
+		now->mem_sleep = mem_sleep;
+	}
+}
+
 static void apply(struct state_file *sf, struct saved *sv)
 {
 	struct power *pw = sf->pw;
@@ -717,6 +839,11 @@ static void apply(struct state_file *sf, struct saved *sv)
 		sv->stats.last_failed_step = sv->step;
 		suspend_load_stats(pw->suspend, &sv->stats);
 	}
+	if (sv->have_settings)
+		restore_settings(pw, &sv->settings);
+	if (sv->have_reasons)
+		wakeup_reason_restore(pw->reasons, sv->shown ? sv->shown : "",
+				      sv->awake_ns, sv->asleep_ns);
 	if (sv->have_counts)
 		wakeup_restore_counts(pw->engine, sv->registered, sv->armed,
 				      sv->saved);
@@ -814,6 +941,7 @@ static void restore(struct state_file *sf)
 	apply(sf, &sv);
 	g_hash_table_unref(sv.locks);
 	g_hash_table_unref(sv.owners);
+	g_free(sv.shown);
 }
 
 /* --- life ----------------------------------------------------------------- */

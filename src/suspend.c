@@ -18,6 +18,7 @@ struct lock_waiter {
 struct suspend {
 	struct wakeup_engine *engine;
 	struct backend *backend;
+	struct wakeup_reason *reasons;
 	gboolean locked;
 	GQueue lock_queue;	/* struct lock_waiter * */
 	gboolean sleeping;	/* the backend is entering a state */
@@ -25,9 +26,10 @@ struct suspend {
 	backend_done_func done;
 	gpointer done_data;
 	struct suspend_stats stats;
+	struct pm_settings settings;
 	struct backend_listener listener;
 	gboolean external_sleep;	/* started by someone else */
-	struct suspend_sleep_hooks hooks;
+	GArray *hooks;		/* struct suspend_sleep_hooks */
 	gboolean host_asleep;	/* between sleeping(TRUE) and resumed() */
 	wakeup_func sleeping_func;	/* of the attempt in progress */
 	gpointer sleeping_data;
@@ -49,6 +51,34 @@ const char *pm_state_label(enum pm_state state)
 {
 	return state > PM_ON && state < PM_NR_STATES ? state_labels[state] :
 						       NULL;
+}
+
+const char *mem_sleep_label(enum pm_state state)
+{
+	static const char *const labels[] = {
+		[PM_FREEZE] = "s2idle",
+		[PM_STANDBY] = "shallow",
+		[PM_MEM] = "deep",
+	};
+
+	return state > PM_ON && state <= PM_MEM ? labels[state] : NULL;
+}
+
+const char *pm_test_label(enum pm_test_level level)
+{
+	static const char *const labels[PM_TEST_LEVELS] = {
+		"none", "core", "processors", "platform", "devices", "freezer",
+	};
+
+	return level < PM_TEST_LEVELS ? labels[level] : NULL;
+}
+
+void backend_clear_wakeup(struct backend *be)
+{
+	be->wake_irq = -1;
+	be->wake_irq_name = NULL;
+	be->wake_reason = NULL;
+	be->slept_ns = -1;
 }
 
 /* The kernel's suspend steps (suspend_stat_step), in the order of the
@@ -104,12 +134,35 @@ static void record_earlier_failures(struct suspend *s)
 			       s->backend->failed_step);
 }
 
+/* The backend's word on why the sleep ended, then the times: an attempt
+ * ends here (the kernel's PM_POST_SUSPEND). */
+static void record_wakeup(struct suspend *s, int error)
+{
+	struct backend *be = s->backend;
+
+	if (error) {
+		g_autofree char *why = g_strdup_printf(
+			"%s failed to %s: error %d", be->ops->name,
+			s->stats.last_failed_step, error);
+
+		wakeup_reason_log_abort(s->reasons, why);
+	} else if (be->wake_irq >= 0) {
+		wakeup_reason_log_irq(s->reasons, be->wake_irq,
+				      be->wake_irq_name);
+	} else if (be->wake_reason) {
+		wakeup_reason_log_abnormal(s->reasons, be->wake_reason);
+	}
+	wakeup_reason_end(s->reasons, error ? -1 : be->slept_ns);
+	backend_clear_wakeup(be);
+}
+
 static gboolean system_sleeping(gboolean host, gpointer data)
 {
 	struct suspend *s = data;
 	gboolean answered = FALSE;
 
 	if (!s->sleeping && !s->external_sleep) {
+		wakeup_reason_begin(s->reasons);
 		s->external_sleep = TRUE;
 		s->external = (struct journal_attempt){ .state = "", .by = "host", .pid = -1 };
 		journal_attempt_begin(s->journal, &s->external);
@@ -123,8 +176,13 @@ static gboolean system_sleeping(gboolean host, gpointer data)
 		func(s->sleeping_data);
 		answered = TRUE;	/* the state write */
 	}
-	if (s->hooks.sleeping && s->hooks.sleeping(host, s->hooks.data))
-		answered = TRUE;
+	for (guint i = 0; i < s->hooks->len; i++) {
+		const struct suspend_sleep_hooks *h = &g_array_index(
+			s->hooks, struct suspend_sleep_hooks, i);
+
+		if (h->sleeping && h->sleeping(host, h->data))
+			answered = TRUE;
+	}
 	return answered;
 }
 
@@ -134,8 +192,13 @@ static void system_resumed(int error, gpointer data)
 
 	if (s->host_asleep) {
 		s->host_asleep = FALSE;
-		if (s->hooks.resumed)
-			s->hooks.resumed(s->hooks.data);
+		for (guint i = 0; i < s->hooks->len; i++) {
+			const struct suspend_sleep_hooks *h = &g_array_index(
+				s->hooks, struct suspend_sleep_hooks, i);
+
+			if (h->resumed)
+				h->resumed(h->data);
+		}
 	}
 	/* Our own suspends are counted when the backend answers. */
 	if (!s->external_sleep)
@@ -144,12 +207,14 @@ static void system_resumed(int error, gpointer data)
 	record_earlier_failures(s);
 	if (error) {
 		record_failure(s, error, s->backend->failed_step);
+		record_wakeup(s, error);
 		g_message("the system failed to sleep (%s): %s",
 			  s->stats.last_failed_step, g_strerror(-error));
 		journal_suspend(s->journal, &s->external, error,
 				s->stats.last_failed_step, s->engine);
 	} else {
 		s->stats.success++;
+		record_wakeup(s, 0);
 		g_message("the system resumed");
 		journal_sleep(s->journal, s->external.start,
 			      s->external.start_wall);
@@ -165,10 +230,10 @@ void suspend_when_sleeping(struct suspend *s, wakeup_func func,
 	s->sleeping_data = data;
 }
 
-void suspend_set_sleep_hooks(struct suspend *s,
+void suspend_add_sleep_hooks(struct suspend *s,
 			     const struct suspend_sleep_hooks *hooks)
 {
-	s->hooks = *hooks;
+	g_array_append_val(s->hooks, *hooks);
 }
 
 gboolean suspend_host_asleep(const struct suspend *s)
@@ -177,15 +242,33 @@ gboolean suspend_host_asleep(const struct suspend *s)
 }
 
 struct suspend *suspend_new(struct wakeup_engine *engine,
-			    struct backend *backend)
+			    struct backend *backend,
+			    struct wakeup_reason *reasons)
 {
 	struct suspend *s = g_new0(struct suspend, 1);
 
 	s->engine = engine;
 	s->backend = backend;
+	s->reasons = reasons;
+	s->hooks = g_array_new(FALSE, FALSE,
+			       sizeof(struct suspend_sleep_hooks));
+	backend_clear_wakeup(backend);
 	g_queue_init(&s->lock_queue);
 	s->stats.last_failed_dev = "";
 	s->stats.last_failed_step = "";
+	/* The kernel's defaults; "mem" is deep sleep where the platform has
+	 * it, else what it has. */
+	s->settings = (struct pm_settings){
+		.mem_sleep = PM_FREEZE,
+		.sync_on_suspend = TRUE,
+		.pm_async = TRUE,
+		.freeze_timeout_ms = 20000,
+	};
+	for (enum pm_state m = PM_MEM; m > PM_FREEZE; m--)
+		if (backend->ops->states(backend) & PM_STATE_BIT(m)) {
+			s->settings.mem_sleep = m;
+			break;
+		}
 	s->origin = (struct journal_attempt){ .state = "", .by = "", .pid = -1 };
 	s->listener = (struct backend_listener){ system_sleeping,
 						 system_resumed, s };
@@ -203,6 +286,7 @@ void suspend_free(struct suspend *s)
 	if (s->sleeping)
 		wakeup_set_event_hook(s->engine, NULL, NULL);
 	s->backend->listener = NULL;
+	g_array_unref(s->hooks);
 	g_free(s);
 }
 
@@ -263,14 +347,17 @@ void suspend_unlock(struct suspend *s)
 	g_free(w);
 }
 
-static void on_wakeup_event(gpointer data)
+static void on_wakeup_event(struct wakeup_source *ws, gpointer data)
 {
 	struct suspend *s = data;
 
 	/* A wakeup event while asleep wakes the system (the simulated
-	 * backend resumes early; real ones ignore it). */
-	if (s->backend->ops->wake)
+	 * backend resumes early; real ones ignore it), and it is why the
+	 * system woke: no IRQ, a wakeup source. */
+	if (s->backend->ops->wake) {
+		wakeup_reason_log_abnormal(s->reasons, wakeup_source_name(ws));
 		s->backend->ops->wake(s->backend);
+	}
 }
 
 /* Every attempt ends here: it ends the handshake and counts in the stats. */
@@ -290,6 +377,7 @@ static void attempt_finished(struct suspend *s, int error)
 		s->stats.success++;
 		g_message("resumed from %s", pm_state_label(s->state));
 	}
+	record_wakeup(s, error);
 	/* Once counted: a listener sees the new suspend_stats. */
 	wakeup_notify_changed(s->engine, NULL);
 	journal_suspend(s->journal, &s->attempt, error,
@@ -318,9 +406,17 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 	s->attempt.state = pm_state_label(state);
 	s->origin = (struct journal_attempt){ .state = "", .by = "", .pid = -1 };
 	journal_attempt_begin(s->journal, &s->attempt);
+	wakeup_reason_begin(s->reasons);
 	/* The handshake's promise: if an event arrived since user space read
-	 * wakeup_count, do not sleep (it would be lost). */
+	 * wakeup_count, do not sleep (it would be lost).  The kernel finds
+	 * it while freezing tasks, and says which sources were to blame. */
 	if (wakeup_pending(s->engine)) {
+		g_autoptr(GString) why = g_string_new(NULL);
+
+		wakeup_describe_active(s->engine, why,
+				       WAKEUP_REASON_TEXT_MAX);
+		wakeup_reason_log_abort(s->reasons, why->str);
+		wakeup_reason_end(s->reasons, -1);
 		wakeup_end_handshake(s->engine);
 		record_failure(s, -EBUSY, "freeze");
 		wakeup_notify_changed(s->engine, NULL);
@@ -329,6 +425,18 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 		journal_suspend(s->journal, &s->attempt, -EBUSY, "freeze",
 				s->engine);
 		return -EBUSY;
+	}
+	if (s->settings.test_level != PM_TEST_NONE) {
+		/* The kernel stops at the level's point and succeeds. */
+		g_message("suspend to %s: test level %s, not sleeping",
+			  pm_state_label(state),
+			  pm_test_label(s->settings.test_level));
+		wakeup_reason_end(s->reasons, -1);
+		wakeup_end_handshake(s->engine);
+		s->stats.success++;
+		wakeup_notify_changed(s->engine, NULL);
+		journal_suspend(s->journal, &s->attempt, 0, "", s->engine);
+		return 0;
 	}
 	g_message("suspending to %s through %s", pm_state_label(state),
 		  s->backend->ops->name);
@@ -381,6 +489,11 @@ void suspend_set_origin(struct suspend *s, const char *by, pid_t pid,
 void suspend_set_journal(struct suspend *s, struct journal *j)
 {
 	s->journal = j;
+}
+
+struct pm_settings *suspend_settings(struct suspend *s)
+{
+	return &s->settings;
 }
 
 const struct suspend_stats *suspend_get_stats(const struct suspend *s)

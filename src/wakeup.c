@@ -56,7 +56,7 @@ struct wakeup_engine {
 	struct pf_timer *timeout_timer;
 	GQueue waiters;
 	struct pf_timer *waiter_timer;
-	wakeup_func event_hook;
+	wakeup_event_func event_hook;
 	gpointer event_hook_data;
 	wakeup_func activity_hook;
 	gpointer activity_hook_data;
@@ -315,7 +315,7 @@ static void report_event(struct wakeup_source *ws)
 	else
 		wakeup_notify_changed(e, ws);
 	if (e->event_hook)
-		e->event_hook(e->event_hook_data);
+		e->event_hook(ws, e->event_hook_data);
 }
 
 void wakeup_source_stay_awake(struct wakeup_source *ws)
@@ -469,7 +469,7 @@ static void waiters_run(gpointer data)
 	}
 }
 
-void wakeup_set_event_hook(struct wakeup_engine *e, wakeup_func func,
+void wakeup_set_event_hook(struct wakeup_engine *e, wakeup_event_func func,
 			   gpointer data)
 {
 	e->event_hook = func;
@@ -481,6 +481,44 @@ void wakeup_set_activity_hook(struct wakeup_engine *e, wakeup_func func,
 {
 	e->activity_hook = func;
 	e->activity_hook_data = data;
+}
+
+/* scnprintf() into a buffer of max bytes holding out->len already. */
+static void append_capped(GString *out, gsize max, const char *a,
+			  const char *b)
+{
+	if (out->len + 1 < max)
+		g_string_append_len(out, a, MIN(strlen(a), max - 1 - out->len));
+	if (b && out->len + 1 < max)
+		g_string_append_len(out, b, MIN(strlen(b), max - 1 - out->len));
+}
+
+void wakeup_describe_active(const struct wakeup_engine *e, GString *out,
+			    gsize max)
+{
+	const struct wakeup_source *last = NULL;
+	gboolean active = FALSE;
+	gsize start = out->len;
+
+	/* Measured from start, as the kernel's buffer begins there. */
+	max += start;
+	for (GList *l = e->sources.head; l; l = l->next) {
+		const struct wakeup_source *ws = l->data;
+
+		if (ws->active) {
+			if (!active)
+				append_capped(out, max,
+					      "Pending Wakeup Sources: ", NULL);
+			append_capped(out, max, ws->name, " ");
+			active = TRUE;
+		} else if (!active &&
+			   (!last || ws->last_time > last->last_time)) {
+			last = ws;
+		}
+	}
+	if (!active && last)
+		append_capped(out, max, "Last active Wakeup Source: ",
+			      last->name);
 }
 
 const struct wakeup_source *wakeup_first_active(

@@ -128,9 +128,13 @@ DEFAULT_SHARED_ARGS = ("--simulate-sleep-ms=100",)
 
 CAP_BLOCK_SUSPEND = 36
 
-# The files of the mount (SPEC.md).
-ROOT_FILES = ("autosleep", "state", "wake_lock", "wake_unlock", "wakeup_count")
-ROOT_ENTRIES = ROOT_FILES + ("suspend_stats", "wakeup_sources")
+# The files of the mount (SPEC.md): those that take writes (0644), and the
+# rest of the root's entries.
+ROOT_FILES = ("autosleep", "state", "wake_lock", "wake_unlock", "wakeup_count",
+              "mem_sleep", "sync_on_suspend", "pm_async", "pm_freeze_timeout",
+              "pm_test", "pm_print_times", "pm_debug_messages")
+ROOT_ENTRIES = ROOT_FILES + ("pm_wakeup_irq", "suspend_stats",
+                             "wakeup_sources")
 STATS_COUNTERS = ("success", "fail", "failed_freeze", "failed_prepare",
                   "failed_suspend", "failed_suspend_late",
                   "failed_suspend_noirq", "failed_resume",
@@ -378,6 +382,65 @@ class Powerfs:
         if problems and not quiet:
             pytest.fail("test left the shared mount dirty: "
                         + "; ".join(problems), pytrace=False)
+
+
+class ExtraMounts(Powerfs):
+    """powerfs with second mounts served by the same process
+    (--class-wakeup=DIR, --wakeup-reasons=DIR): self.extra maps each option
+    to its directory, made in tmpdir.  All mounts must come up; at the end
+    the second ones are unmounted with fusermount3 -u first (the server goes
+    on until the main one goes), and the server must exit with status 0 and
+    a clean log."""
+
+    def __init__(self, *args, extra=()):
+        super().__init__(*args)
+        self.extra = {}
+        for option in extra:
+            d = os.path.join(self.tmpdir, option)
+            os.mkdir(d)
+            self.extra[option] = d
+            self.args.insert(0, f"--{option}={d}")
+
+    def start(self):
+        super().start()
+        for option, d in self.extra.items():
+            if not wait_until(lambda: os.path.ismount(d) or not self.alive(),
+                              timeout=5.0) or not self.alive():
+                self.force_cleanup()
+                pytest.fail(f"--{option} mount not live; output:\n"
+                            f"{self.log()}")
+        return self
+
+    def _detach_extra(self):
+        for d in self.extra.values():
+            subprocess.run([FUSERMOUNT, "-uz", d], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=10)
+
+    def force_cleanup(self):
+        self._detach_extra()
+        super().force_cleanup()
+
+    def abort(self, reason):
+        super().abort(reason)
+        self._detach_extra()
+
+    def stop(self):
+        problem = None
+        for option, d in self.extra.items():
+            if not os.path.ismount(d) or not self.alive():
+                continue
+            r = subprocess.run([FUSERMOUNT, "-u", d], capture_output=True,
+                               timeout=10)
+            if r.returncode != 0:
+                problem = (f"fusermount3 -u of the --{option} mount failed: "
+                           + r.stderr.decode(errors="replace").strip())
+                subprocess.run([FUSERMOUNT, "-uz", d], capture_output=True,
+                               timeout=10)
+            elif not self.alive():
+                problem = f"unmounting the --{option} mount ended powerfs"
+        super().stop()
+        if problem:
+            pytest.fail(problem, pytrace=False)
 
 
 def children(pid):

@@ -658,3 +658,47 @@ def test_freezer_with_reader_blocked_in_wakeup_count(mount):
                     if e.errno != errno.EBUSY:
                         raise
                     time.sleep(0.05)
+
+
+# --- Android 12 and 13: SystemSuspend with wakeup_reasons ------------------------------
+
+@pytest.mark.parametrize("era", ["counter", "kernel"])
+def test_android13_systemsuspend_logs_no_error(era):
+    """SystemSuspend as Android 12 and 13 run it, both ways it takes wake
+    locks, with every kernel file it opens at start kept open: a few
+    suspend cycles, one handshake lost to rild's late lock, then the
+    statistics calls.  Nothing it would log as an error happens, and what
+    it parses is what the Android common kernel gives it."""
+    r = replay("android13", era,
+               opts=("--powerfs-opt=--simulate-sleep-ms=200",
+                     "--class-wakeup", "--wakeup-reasons"), timeout=60)
+    check_init(r["init"])
+    s = r["service"]
+    assert s["errors"] == []
+    assert s["caps"]["CapAmb"], s["caps"]
+    # Nothing is attempted while the platform holds a wake lock.
+    assert s["cycles_while_held"] == 0
+    assert s["first"] and s["lost"] and s["done"]
+    assert s["late_lock"] == {"lock": [15], "unlock": [15]}
+    cycles = s["cycles"]
+    lost = [c for c in cycles if not c["success"]]
+    assert len(lost) == 1, cycles
+    assert lost[0]["reasons"] == [
+        "Abort: Pending Wakeup Sources: radio-interface"]
+    assert lost[0]["slept"] == 0
+    for c in cycles:
+        if c["success"]:
+            assert c["reasons"] == ["-1 simulated sleep ended"], c
+            # The simulated sleep's length is the time asleep.
+            assert 0.2 <= c["slept"] < 5 and 0 <= c["overhead"] < 5, c
+    st = s["suspend_stats"]
+    assert st["success"] == len(cycles) - 1
+    assert (st["fail"], st["failed_freeze"]) == (1, 1)
+    assert (st["last_failed_errno"], st["last_failed_step"]) == (-16,
+                                                                 "freeze")
+    names = set(s["kernel_wakelocks"])
+    expect = {"autosleep", "zygote_kwl", "radio-interface"}
+    if era == "kernel":
+        expect |= {"PowerManagerService.Booting", "*alarm*",
+                   "PowerManagerService.Display"}
+    assert names == expect

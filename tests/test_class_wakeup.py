@@ -15,8 +15,9 @@ import time
 
 import pytest
 
-from conftest import (FUSERMOUNT, POWERFS, Powerfs, kill_children,
-                      open_read_close, raises_errno, run_in_child, wait_until)
+from conftest import (FUSERMOUNT, POWERFS, ExtraMounts, Powerfs,
+                      kill_children, open_read_close, raises_errno,
+                      run_in_child, wait_until)
 
 FILES = ("name", "active_count", "event_count", "wakeup_count",
          "expire_count", "active_time_ms", "total_time_ms", "max_time_ms",
@@ -26,52 +27,12 @@ TIMES = FILES[5:]                # "%lld\n"
 NUMBER = re.compile(rb"(0|[1-9][0-9]*)\n")
 
 
-class ClassWakeup(Powerfs):
-    """powerfs with --class-wakeup on a second directory (self.cw).  Both
-    mounts must come up; at the end both are unmounted with fusermount3 -u
-    (the class mount first: the server goes on until the main one goes)
-    and the server must exit with status 0 and a clean log."""
+class ClassWakeup(ExtraMounts):
+    """powerfs with --class-wakeup on a second directory (self.cw)."""
 
     def __init__(self, *args):
-        super().__init__(*args)
-        self.cw = os.path.join(self.tmpdir, "class-wakeup")
-        os.mkdir(self.cw)
-        self.args.insert(0, f"--class-wakeup={self.cw}")
-
-    def start(self):
-        super().start()
-        if not wait_until(lambda: os.path.ismount(self.cw)
-                          or not self.alive(), timeout=5.0) \
-                or not self.alive():
-            self.force_cleanup()
-            pytest.fail(f"class-wakeup mount not live; output:\n{self.log()}")
-        return self
-
-    def force_cleanup(self):
-        subprocess.run([FUSERMOUNT, "-uz", self.cw], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=10)
-        super().force_cleanup()
-
-    def abort(self, reason):
-        super().abort(reason)
-        subprocess.run([FUSERMOUNT, "-uz", self.cw], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=10)
-
-    def stop(self):
-        problem = None
-        if os.path.ismount(self.cw) and self.alive():
-            r = subprocess.run([FUSERMOUNT, "-u", self.cw],
-                               capture_output=True, timeout=10)
-            if r.returncode != 0:
-                problem = ("fusermount3 -u of the class-wakeup mount failed: "
-                           + r.stderr.decode(errors="replace").strip())
-                subprocess.run([FUSERMOUNT, "-uz", self.cw],
-                               capture_output=True, timeout=10)
-            elif not self.alive():
-                problem = "unmounting the class-wakeup mount ended powerfs"
-        super().stop()
-        if problem:
-            pytest.fail(problem, pytrace=False)
+        super().__init__(*args, extra=("class-wakeup",))
+        self.cw = self.extra["class-wakeup"]
 
     # --- the class mount ----------------------------------------------------
 

@@ -1,7 +1,8 @@
 """LXC containers with the shipped dist/lxc/powerfs.conf.
 
 The host runs powerfs as the recipe says, on exactly the recipe's mount
-points (/run/power and /run/power-wakeup); throwaway busybox containers
+points (/run/power, /run/power-wakeup and /run/power-reasons); throwaway
+busybox containers
 (lxc-create -t busybox, in a temporary lxcpath) include the shipped file
 unchanged.  Every test runs twice: in a privileged container (host powerfs
 without --owner) and in an unprivileged one (lxc.idmap to 100000, host
@@ -11,8 +12,8 @@ done with busybox's own tools through lxc-attach, and read both ways:
 /proc/PID/syscall where a reader blocks).  The bytes must be what a
 read(2) on the host shows.
 
-The tests skip when not root, when LXC is missing, or when /run/power or
-/run/power-wakeup is already a mount point (someone's powerfs is there).
+The tests skip when not root, when LXC is missing, or when one of the
+recipe's mount points is already one (someone's powerfs is there).
 Runs in several worktrees take turns through a lock file.
 """
 
@@ -39,6 +40,7 @@ pytestmark = pytest.mark.timeout(240)
 CONF = str(conftest.REPO / "dist" / "lxc" / "powerfs.conf")
 POWER = "/run/power"                # the recipe's mount points
 WAKEUP = "/run/power-wakeup"
+REASONS = "/run/power-reasons"
 RUN_LOCK = "/run/lock/powerfs-test-run-power.lock"
 RUN_LOCK_WAIT = 120.0               # another worktree's run may hold it
 SUBID_LINE = "root:100000:65536"    # root may map 100000..165535
@@ -97,7 +99,9 @@ class HostPowerfs(ClassWakeup):
         conftest.Powerfs.__init__(self, *args)
         os.rmdir(self.mnt)
         self.mnt, self.cw = POWER, WAKEUP
-        self.args[:0] = [f"--class-wakeup={WAKEUP}", "-d"]
+        self.extra = {"class-wakeup": WAKEUP, "wakeup-reasons": REASONS}
+        self.args[:0] = [f"--class-wakeup={WAKEUP}",
+                         f"--wakeup-reasons={REASONS}", "-d"]
 
 
 @contextlib.contextmanager
@@ -125,7 +129,7 @@ def mount_points():
     """mkdir -p the mount points (powerfs does not create them); remove
     what was created here afterwards."""
     made = []
-    for d in (POWER, WAKEUP):
+    for d in (POWER, WAKEUP, REASONS):
         if os.path.ismount(d):
             pytest.skip(f"{d} is busy (already a mount point): stop that "
                         "powerfs to run the LXC tests")
@@ -652,6 +656,39 @@ def test_class_wakeup_name(ct, tool):
 
 
 @pytest.mark.parametrize("tool", TOOLS)
+def test_wakeup_reasons_in_the_container(ct, tool):
+    """Android's suspend service reads /sys/kernel/wakeup_reasons after
+    each attempt: the container sees what the host's powerfs recorded."""
+    reasons = "/sys/kernel/wakeup_reasons/"
+    count = ct.ok("cat /sys/power/wakeup_count").strip().decode()
+    # A wakeup event after the handshake: the attempt is aborted.
+    rc, _, err = ct.sh(f"echo {count} > /sys/power/wakeup_count &&"
+                       f" echo wr > /sys/power/wake_lock &&"
+                       f" echo wr > /sys/power/wake_unlock &&"
+                       f" echo mem > /sys/power/state")
+    assert rc != 0 and "busy" in err, err
+    for name in ("last_resume_reason", "last_suspend_time"):
+        got = ct.read(tool, reasons + name)
+        assert got == host_read(f"{REASONS}/{name}"), name
+    assert ct.read(tool, reasons + "last_resume_reason") == \
+        b"Abort: Last active Wakeup Source: wr"
+
+
+def test_sys_kernel_keeps_the_containers_entries(ct):
+    """/sys/kernel lists the container's own entries plus wakeup_reasons
+    (this kernel has none), read-only as before; what was mounted under it
+    (the recipe's debugfs stand-in) is still there."""
+    entries = set(ct.ok("ls /sys/kernel").split())
+    host = {e.encode() for e in os.listdir("/sys/kernel")}
+    assert entries == host | {b"wakeup_reasons"}
+    assert set(ct.ok("ls /sys/kernel/wakeup_reasons").split()) == \
+        {b"last_resume_reason", b"last_suspend_time"}
+    assert ct.ok("head -c 4 /sys/kernel/debug/wakeup_sources") == b"name"
+    rc, _, err = ct.sh("mkdir /sys/kernel/x")
+    assert rc != 0 and "Read-only file system" in err, err
+
+
+@pytest.mark.parametrize("tool", TOOLS)
 def test_blocked_reader_freeze_unfreeze(ct, tool, record_property):
     """A wakeup_count reader parked inside the container while a lock is
     held: the container is FROZEN within FREEZE_DEADLINE of lxc-freeze, no
@@ -808,27 +845,35 @@ def test_root_writes_all_five_and_chown_chmod_stick(ct, env):
     assert ls_ln(f"{POWER}/wake_lock") == ("-rw-r--r--", base, base)
 
 
-def test_hook_binds_over_an_existing_class_wakeup(env):
-    """On a kernel that has /sys/class/wakeup the hook only binds over it.
-    This kernel has none, so the shipped hook line runs, as LXC runs it,
-    against a stand-in rootfs in a private mount namespace."""
+def test_hook_binds_over_existing_directories(env):
+    """On a kernel that has /sys/class/wakeup and /sys/kernel/wakeup_reasons
+    the hook only binds over them.  This kernel has neither, so the shipped
+    hook line runs, as LXC runs it, against a stand-in rootfs in a private
+    mount namespace."""
     hook = [ln.split("=", 1)[1].strip() for ln in open(CONF)
             if ln.startswith("lxc.hook.mount")]
     assert len(hook) == 1
     root = tempfile.mkdtemp(prefix="powerfs-hook-")
     try:
-        for d in ("sys/class/wakeup", "sys/class/net"):
+        for d in ("sys/class/wakeup", "sys/class/net",
+                  "sys/kernel/wakeup_reasons", "sys/kernel/mm"):
             os.makedirs(os.path.join(root, d))
         script = (f"{hook[0]} pfs lxc mount && ls {root}/sys/class && "
                   f"ls {root}/sys/class/wakeup && "
-                  f"grep -c ' {root}/sys/class' /proc/self/mountinfo")
+                  f"grep -c ' {root}/sys/class' /proc/self/mountinfo && "
+                  f"ls {root}/sys/kernel && "
+                  f"ls {root}/sys/kernel/wakeup_reasons && "
+                  f"grep -c ' {root}/sys/kernel' /proc/self/mountinfo")
         r = run("unshare", "-m", "--propagation", "private", "sh", "-c",
                 script, env=dict(os.environ, LXC_ROOTFS_MOUNT=root))
         out = r.stdout.decode().split("\n")
         listing = os.listdir(WAKEUP)
         assert out[:2] == ["net", "wakeup"]
         assert sorted(out[2:2 + len(listing)]) == sorted(listing)
-        assert out[2 + len(listing)] == "1"      # one mount: the bind
+        out = out[2 + len(listing):]
+        assert out[0] == "1"      # one mount: the bind
+        assert out[1:6] == ["mm", "wakeup_reasons", "last_resume_reason",
+                            "last_suspend_time", "1"]
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

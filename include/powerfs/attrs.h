@@ -58,7 +58,25 @@ struct pf_attr {
 	 * (EBUSY) rather than done again (inflight.c): state, whose first
 	 * run may have suspended the machine already. */
 	gboolean not_twice;
+	/* A setting of the host's kernel.  When the backend puts the host to
+	 * sleep, the host's file is what counts: the row is served only if
+	 * the host has that file, reads show the host's content, and an open
+	 * for writing fails with EROFS, as in a container whose /sys is
+	 * read-only.  Otherwise show() and store() keep this instance's
+	 * own (or, without them, the row is not served). */
+	gboolean host;
+	/* Only where the backend offers hibernation ("disk" in state). */
+	gboolean hibernation;
 };
+
+/* Whether the row is served by this instance (fixed once it started). */
+gboolean pf_attr_present(const struct pf_attr *attr, struct power *pw);
+/* 0, or the errno an open of the row for writing fails with, root's too
+ * (a file without a store: EACCES, a host's setting: EROFS). */
+int pf_attr_write_denied(const struct pf_attr *attr, struct power *pw);
+/* The row's content (see show above), the host's for a host setting. */
+int pf_attr_show(const struct pf_attr *attr, struct power *pw,
+		 GString *out);
 
 /* The writer of a store that returned PF_PENDING was interrupted: TRUE if
  * the store was only waiting for its turn and is now dropped (done will
@@ -67,5 +85,7 @@ gboolean pf_store_cancel(struct power *pw, gpointer data);
 
 /* The table; row i is served as inode i + 2 (1 is the root). */
 const struct pf_attr *pf_attrs(guint *n_attrs);
+/* The Android common kernel's /sys/kernel/wakeup_reasons. */
+const struct pf_attr *pf_wakeup_reasons_attrs(guint *n_attrs);
 
 #endif

@@ -59,6 +59,10 @@ struct backend_ops {
 struct backend {
 	const struct backend_ops *ops;
 	const struct backend_listener *listener;	/* set by the core */
+	/* The host's /sys/power (host-power.h) when the backend puts the host
+	 * to sleep: the host's settings are then the ones that count.  NULL
+	 * for a backend that sleeps on its own terms (simulated). */
+	const char *host_dir;
 	/* Where a failed sleep failed, as the kernel names its steps
 	 * ("freeze", "suspend_noirq", ...), set before reporting an error to
 	 * done() or resumed(); NULL means "suspend".  Valid during that call
@@ -71,7 +75,21 @@ struct backend {
 	 * failure only).  The core sets it back to 0. */
 	guint earlier_failures;
 	int earlier_errno;
+	/* Why the sleep it reports ended, set with the report (done() or
+	 * resumed() without an error) and valid during that call only: the
+	 * IRQ that woke the host (wake_irq >= 0, its handler's name in
+	 * wake_irq_name, NULL if it has none), or a wakeup that was no IRQ
+	 * (wake_reason); neither when the host does not say.  slept_ns >= 0:
+	 * how long it slept, where the clocks cannot tell (a simulation);
+	 * -1 otherwise.  The core sets them back. */
+	int wake_irq;
+	const char *wake_irq_name;
+	const char *wake_reason;
+	gint64 slept_ns;
 };
+
+/* No reason and no length known (what a backend starts with). */
+void backend_clear_wakeup(struct backend *be);
 
 /* Pretends to sleep for sleep_ms (a wake() ends it early). */
 struct backend *backend_simulate_new(struct pf_clock *clock, guint sleep_ms,
@@ -85,10 +103,12 @@ struct backend *backend_sysfs_new(struct pf_clock *clock, const char *dir,
 /* Suspends through systemd-logind on the system bus (DBUS_SYSTEM_BUS_ADDRESS
  * applies).  The host kernel's suspend statistics, read from stats_dir
  * (/sys/power/suspend_stats) around each sleep when readable, tell whether
- * the sleep succeeded.  NULL and error if logind cannot be reached. */
+ * the sleep succeeded; host_dir (/sys/power) has its settings and says
+ * which IRQ woke it.  NULL and error if logind cannot be reached. */
 struct backend *backend_logind_new(struct pf_clock *clock,
 				   guint suspend_timeout_s,
-				   const char *stats_dir, GError **error);
+				   const char *host_dir, const char *stats_dir,
+				   GError **error);
 /* Hold a logind block inhibitor for sleep ("powerfs: held by WHY") while why
  * is not NULL (--inhibit-sleep). */
 void backend_logind_block_sleep(struct backend *be, const char *why);

@@ -28,6 +28,18 @@ void pf_clock_free(struct pf_clock *clock);
 /* Microseconds on the monotonic clock. */
 gint64 pf_clock_now(struct pf_clock *clock);
 
+/* The kernel's ktime_get() in nanoseconds. */
+gint64 pf_clock_mono_ns(struct pf_clock *clock);
+/* How far the boot clock (CLOCK_BOOTTIME, which also counts the time the
+ * host slept) is ahead of the monotonic one, in nanoseconds: it moves only
+ * when the host sleeps.  The two clocks are read as close together as the
+ * machine allows, so it is off by a few microseconds at most. */
+gint64 pf_clock_slept_ns(struct pf_clock *clock);
+
+/* A fake clock's host slept delta_us: the boot clock moves, the monotonic
+ * clock and its timers do not. */
+void pf_clock_fake_host_sleep(struct pf_clock *clock, gint64 delta_us);
+
 /* A timer is created once and then armed and disarmed as often as needed;
  * arming an armed timer moves its deadline.  A deadline in the past fires at
  * the next opportunity (the next main loop iteration), never synchronously. */

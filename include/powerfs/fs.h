@@ -5,16 +5,19 @@
 
 #include <sys/types.h>
 #include <glib.h>
+#include "powerfs/attrs.h"
 #include "powerfs/power.h"
 
 struct pf_fs;
 
-/* Serves the mount whose connection is fuse_fd (session_fd: see
+/* Serves the n_attrs rows of attrs (pf_attrs(), or another directory's
+ * table) on the mount whose connection is fuse_fd (session_fd: see
  * pf_session_serve()) from the thread-default main context.  on_unmounted
- * runs when the kernel ends the connection (fusermount3 -u).  When the
- * system sleeps, waiting requests are answered (see
- * suspend_set_sleep_hooks()). */
-struct pf_fs *pf_fs_serve(struct power *pw, int fuse_fd, int session_fd,
+ * (may be NULL) runs when the kernel ends the connection (fusermount3
+ * -u).  When the system sleeps, waiting requests are answered (see
+ * suspend_add_sleep_hooks()). */
+struct pf_fs *pf_fs_serve(struct power *pw, const struct pf_attr *attrs,
+			  guint n_attrs, int fuse_fd, int session_fd,
 			  const char *mountpoint, gboolean debug,
 			  GSourceFunc on_unmounted, gpointer data,
 			  GError **error);

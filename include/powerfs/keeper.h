@@ -13,6 +13,7 @@ struct keeper_config {
 	const char *mountpoint;	/* real path */
 	const char *mount_options;	/* "-o" syntax, may be NULL */
 	const char *class_wakeup_dir;	/* real path, may be NULL */
+	const char *wakeup_reasons_dir;	/* real path, may be NULL */
 	const char *own_state_file;	/* made for us: removed at a clean end */
 	void (*on_ready)(void);	/* the first server serves */
 };
@@ -21,7 +22,7 @@ struct keeper_config {
  * done with; returns the exit status. */
 int keeper_run(const struct keeper_config *cfg);
 
-/* "FUSE SESSION [FUSE SESSION]": n descriptors that are open. */
+/* "FUSE SESSION [FUSE SESSION]...": n descriptors that are open. */
 gboolean keeper_parse_fds(const char *text, int *fds, guint n);
 
 #endif

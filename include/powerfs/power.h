@@ -19,6 +19,7 @@ struct power {
 	struct wakelocks *wakelocks;
 	struct backend *backend;
 	struct suspend *suspend;
+	struct wakeup_reason *reasons;	/* of the last attempt */
 	struct autosleep *autosleep;
 	/* Require CAP_BLOCK_SUSPEND of wake_lock/wake_unlock writers. */
 	gboolean check_capability;

@@ -10,8 +10,31 @@
 #include "powerfs/backend.h"
 #include "powerfs/journal.h"
 #include "powerfs/wakeup.h"
+#include "powerfs/wakeup-reason.h"
 
 struct suspend;
+
+/* pm_test's levels, in the kernel's order (TEST_NONE ... TEST_FREEZER). */
+enum pm_test_level {
+	PM_TEST_NONE,
+	PM_TEST_CORE,
+	PM_TEST_PROCESSORS,
+	PM_TEST_PLATFORM,
+	PM_TEST_DEVICES,
+	PM_TEST_FREEZER,
+	PM_TEST_LEVELS,
+};
+
+/* The settings of kernel/power/main.c, as this instance keeps them when
+ * it sleeps on its own terms (a backend with a host reads the host's). */
+struct pm_settings {
+	enum pm_state mem_sleep;	/* what "mem" means: FREEZE (s2idle),
+					 * STANDBY (shallow) or MEM (deep) */
+	gboolean sync_on_suspend, pm_async, pm_print_times,
+		pm_debug_messages;
+	guint freeze_timeout_ms;
+	enum pm_test_level test_level;
+};
 
 /* Functions that take a completion callback either return their result at
  * once (and never call it) or return PF_PENDING and call it exactly once,
@@ -27,8 +50,11 @@ struct suspend_stats {
 	const char *last_failed_step;	/* "" or one of the kernel's steps */
 };
 
+/* Every attempt, and every sleep of the host's own, is recorded in
+ * reasons (/sys/kernel/wakeup_reasons). */
 struct suspend *suspend_new(struct wakeup_engine *engine,
-			    struct backend *backend);
+			    struct backend *backend,
+			    struct wakeup_reason *reasons);
 void suspend_free(struct suspend *s);
 
 /* Bit mask of supported states (from the backend). */
@@ -57,8 +83,8 @@ void suspend_abort(struct suspend *s);
 gboolean suspend_shutting_down(const struct suspend *s);
 
 /* With the lock held: enter state, unless a wakeup event is pending (then
- * -EBUSY at once).  Otherwise PF_PENDING, and done(0 or -errno) after
- * resume. */
+ * -EBUSY at once) or a pm_test level ends the attempt first (0 at once).
+ * Otherwise PF_PENDING, and done(0 or -errno) after resume. */
 int suspend_enter(struct suspend *s, enum pm_state state,
 		  backend_done_func done, gpointer data);
 
@@ -77,11 +103,18 @@ void suspend_set_origin(struct suspend *s, const char *by, pid_t pid,
 /* Attempts and the host's other sleeps are recorded in j (NULL: none). */
 void suspend_set_journal(struct suspend *s, struct journal *j);
 
+/* A test level other than none makes every attempt a test that ends in
+ * success before the backend is asked to sleep. */
+struct pm_settings *suspend_settings(struct suspend *s);
+/* "s2idle", "shallow", "deep" for PM_FREEZE, PM_STANDBY, PM_MEM. */
+const char *mem_sleep_label(enum pm_state state);
+const char *pm_test_label(enum pm_test_level level);
+
 const struct suspend_stats *suspend_get_stats(const struct suspend *s);
 /* Restoring saved statistics (--state-file). */
 void suspend_load_stats(struct suspend *s, const struct suspend_stats *stats);
 
-/* What the file system does when the system sleeps, whoever started the
+/* What each file system does when the system sleeps, whoever started the
  * sleep.  sleeping(host) comes when it begins: every request that waits
  * must be answered then, as the kernel's freezer ends every wait with a
  * fake signal; with host TRUE, until resumed() no request may wait at all
@@ -93,7 +126,7 @@ struct suspend_sleep_hooks {
 	void (*resumed)(gpointer data);
 	gpointer data;
 };
-void suspend_set_sleep_hooks(struct suspend *s,
+void suspend_add_sleep_hooks(struct suspend *s,
 			     const struct suspend_sleep_hooks *hooks);
 
 /* Between sleeping(TRUE) and resumed(). */

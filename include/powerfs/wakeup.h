@@ -78,15 +78,24 @@ struct wakeup_waiter *wakeup_wait_idle(struct wakeup_engine *engine,
 				       wakeup_func func, gpointer data);
 void wakeup_cancel_wait(struct wakeup_waiter *waiter);
 
-/* Called synchronously on every event reported on any source (used to end a
- * simulated suspend early).  NULL removes the hook. */
-void wakeup_set_event_hook(struct wakeup_engine *engine, wakeup_func func,
-			   gpointer data);
+/* Called synchronously on every event reported on any source, with that
+ * source (a wakeup event wakes a sleeping system).  NULL removes the hook. */
+typedef void (*wakeup_event_func)(struct wakeup_source *ws, gpointer data);
+void wakeup_set_event_hook(struct wakeup_engine *engine,
+			   wakeup_event_func func, gpointer data);
 
 /* Called synchronously whenever the number of active sources changes
  * between zero and non-zero.  NULL removes the hook. */
 void wakeup_set_activity_hook(struct wakeup_engine *engine, wakeup_func func,
 			      gpointer data);
+/* What the Android common kernel says of the sources when a wakeup event
+ * aborts a suspend (pm_get_active_wakeup_sources()): "Pending Wakeup
+ * Sources: " and the active ones' names, each followed by a space, newest
+ * first; or, if none is active, "Last active Wakeup Source: " and the name
+ * of the one that changed last.  At most max - 1 bytes, as the kernel cuts
+ * it. */
+void wakeup_describe_active(const struct wakeup_engine *engine,
+			    GString *out, gsize max);
 /* The newest active source, or NULL. */
 const struct wakeup_source *wakeup_first_active(
 	const struct wakeup_engine *engine);

@@ -21,6 +21,7 @@ import ctypes
 import errno
 import json
 import os
+import re
 import select
 import subprocess
 import sys
@@ -294,11 +295,12 @@ def as_system_server(fn, *args, **kw):
                  caps=[CAP_BLOCK_SUSPEND], **kw).wait()
 
 
-def start_service(name, *args, uid, groups, caps=(CAP_BLOCK_SUSPEND,)):
+def start_service(name, *args, uid, groups, caps=(CAP_BLOCK_SUSPEND,),
+                  timeout=10.0):
     """A native service started by init: `user`, `group`, `capabilities`
     lines of its .rc file (ambient capabilities), then execve."""
     return Child(None, *args, uid=uid, groups=groups, caps=list(caps),
-                 ambient=bool(caps), service=name).wait()
+                 ambient=bool(caps), service=name).wait(timeout)
 
 
 def in_other_process(fn, *args):
@@ -876,6 +878,281 @@ def android11(private_class_dir=""):
                         "/sys/class/wakeup"], check=True)
     res["service"] = start_service("systemsuspend11", "/sys/class/wakeup",
                                    uid=AID_SYSTEM, groups=[AID_WAKELOCK])
+    return res
+
+
+# --- Android 12 and 13: SystemSuspend as it runs there ----------------------------
+
+K = "/sys/kernel/wakeup_reasons/"
+
+
+class SystemSuspend:
+    """system/hardware/interfaces suspend/1.0/default (Android 12, 13): what
+    it does with the kernel's files, call for call.  Every file is opened
+    once at start and kept; the autosuspend thread reads wakeup_count,
+    waits for the suspend counter, writes the count back and "mem" to
+    state under one mutex, then reads both wakeup_reasons files (lseek(0),
+    ReadFdToString).  Whatever the real service would log at ERROR goes to
+    self.errors, with its message."""
+
+    BASE_SLEEP = 0.1            # kDefaultBaseSleepTimeMillis
+    MAX_SLEEP = 60.0
+
+    def __init__(self, use_suspend_counter):
+        self.errors, self.cycles = [], []
+        self.use_counter = use_suspend_counter
+        self.fds = {}
+        for path, flags in ((P + "wakeup_count", os.O_RDWR),
+                            (P + "state", os.O_RDWR),
+                            ("/sys/class/wakeup", os.O_DIRECTORY),
+                            (P + "suspend_stats", os.O_DIRECTORY),
+                            (K + "last_resume_reason", os.O_RDONLY),
+                            (K + "last_suspend_time", os.O_RDONLY)):
+            self.fds[path] = self._open(path, flags | os.O_CLOEXEC)
+        if not use_suspend_counter:
+            self.fds[P + "wake_lock"] = self._open(P + "wake_lock",
+                                                   os.O_RDWR | os.O_CLOEXEC)
+        self.fds[P + "wake_unlock"] = self._open(P + "wake_unlock",
+                                                 os.O_RDWR | os.O_CLOEXEC)
+        self.counter = 0
+        self.mutex = threading.Lock()
+        self.cond = threading.Condition(self.mutex)
+        self.enabled = False
+        self.sleep_time = self.BASE_SLEEP
+        self.after_writeback = None     # a test's hook, called once
+        self.thread = None
+
+    def _open(self, path, flags):
+        try:
+            return os.open(path, flags)
+        except OSError as e:
+            self.errors.append(f"error opening {path}: {ename(e.errno)}")
+            return -1
+
+    def _write(self, path, data, what):
+        """WriteStringToFd: True, or False with errno (PLOG)."""
+        r = write(self.fds[path], data)
+        if r != len(data):
+            if what:
+                self.errors.append(f"error writing {data!r} to {path}: {r}")
+            return False
+        return True
+
+    # The wake lock API (acquireWakeLock / WakeLock::release).
+    def acquire(self, name):
+        with self.mutex:
+            if self.use_counter:
+                self.counter += 1
+            else:
+                self._write(P + "wake_lock", name, "acquire")
+
+    def release(self, name):
+        with self.mutex:
+            if self.use_counter:
+                self.counter -= 1
+                if self.counter == 0:
+                    self.cond.notify_all()
+            else:
+                self._write(P + "wake_unlock", name, "release")
+
+    def enable_autosuspend(self):
+        with self.mutex:
+            self._write(P + "wake_unlock", b"zygote_kwl", "enable")
+            self.enabled = True
+        self.thread = threading.Thread(target=self._autosuspend, daemon=True)
+        self.thread.start()
+
+    def disable_autosuspend(self):
+        with self.mutex:
+            self.enabled = False
+            self.cond.notify_all()
+        self.thread.join(30)
+        assert not self.thread.is_alive(), "autosuspend thread hangs"
+
+    def _autosuspend(self):
+        should_sleep = True
+        self.mutex.acquire()
+        while self.enabled:
+            if should_sleep:
+                self.cond.wait_for(lambda: not self.enabled, self.sleep_time)
+            if not self.enabled:
+                break
+            self.mutex.release()
+            wc = self.fds[P + "wakeup_count"]
+            os.lseek(wc, 0, os.SEEK_SET)
+            count = attempt(retry_read, wc, 8192)        # readFd(): BUFSIZ
+            self.mutex.acquire()
+            if not isinstance(count, bytes) or not count:
+                self.errors.append(f"error reading wakeup_count: {count}")
+                continue
+            should_sleep = False
+            self.cond.wait_for(lambda: self.counter == 0 or not self.enabled)
+            if not self.enabled:
+                break
+            # Held from here to the state write.
+            if not self._write(P + "wakeup_count", count, None):
+                continue
+            if self.after_writeback:
+                hook, self.after_writeback = self.after_writeback, None
+                hook()
+            success = self._write(P + "state", b"mem", None)
+            should_sleep = True
+            self.mutex.release()
+            overhead, slept = self._suspend_time()
+            self._update_sleep_time(success)
+            reasons = self._wakeup_reasons()
+            self.cycles.append({"success": success, "count": count,
+                                "overhead": overhead, "slept": slept,
+                                "reasons": reasons})
+            self.mutex.acquire()
+        self.mutex.release()
+
+    def _read_kept(self, path):
+        fd = self.fds[path]
+        os.lseek(fd, 0, os.SEEK_SET)
+        return attempt(read_fd_to_string, fd)
+
+    def _suspend_time(self):
+        content = self._read_kept(K + "last_suspend_time")
+        if not isinstance(content, bytes):
+            self.errors.append(f"failed to read suspend time: {content}")
+            return 0.0, 0.0
+        try:
+            overhead, slept = (float(x) for x in content.split()[:2])
+        except ValueError:
+            self.errors.append(f"failed to parse suspend time {content!r}")
+            return 0.0, 0.0
+        return overhead, slept
+
+    def _update_sleep_time(self, success):
+        # Failed suspends back off (kFailedSuspendBackoffEnabled).
+        self.sleep_time = self.BASE_SLEEP if success else \
+            min(self.sleep_time * 2, self.MAX_SLEEP)
+
+    def _wakeup_reasons(self):
+        path = K + "last_resume_reason"
+        content = self._read_kept(path)
+        if not isinstance(content, bytes) or not content:
+            self.errors.append(f"failed to read wakeup reasons: {content!r}")
+            reasons = ["unknown"]
+        else:
+            reasons = [line.strip().decode("latin-1")
+                       for line in content.split(b"\n") if line.strip()]
+            reasons = reasons or ["unknown"]
+        if reasons == ["unknown"]:
+            # Re-open through /proc/self/fd, the kept fd's own path.
+            old = self.fds[path]
+            new = self._open(f"/proc/self/fd/{old}",
+                             os.O_RDONLY | os.O_CLOEXEC)
+            os.close(old)
+            self.fds[path] = new
+        return reasons
+
+    def suspend_stats(self):
+        """getSuspendStats(): readdir of the kept directory fd, openat,
+        ReadFdToString, newlines removed, std::stoi but for two."""
+        stats, d = {}, self.fds[P + "suspend_stats"]
+        for name in os.listdir(d):
+            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=d)
+            val = read_fd_to_string(fd).replace(b"\n", b"")
+            os.close(fd)
+            if name in ("last_failed_dev", "last_failed_step"):
+                stats[name] = val.decode("latin-1")
+            elif not re.fullmatch(rb"\s*[-+]?[0-9]+.*", val):
+                self.errors.append(f"std::stoi throws on {name}: {val!r}")
+            else:
+                stats[name] = int(re.match(rb"\s*([-+]?[0-9]+)", val)[1])
+        return stats
+
+    def kernel_wakelocks(self):
+        """WakeLockEntryList::getKernelWakelockStats(): every wakeupN of
+        the kept /sys/class/wakeup fd; std::stoll of all but name."""
+        out, d = {}, self.fds["/sys/class/wakeup"]
+        for kwl in os.listdir(d):
+            sd = os.open(kwl, os.O_DIRECTORY | os.O_RDONLY | os.O_CLOEXEC,
+                         dir_fd=d)
+            entry = {}
+            for stat_name in os.listdir(sd):
+                fd = os.open(stat_name, os.O_RDONLY | os.O_CLOEXEC,
+                             dir_fd=sd)
+                val = read_fd_to_string(fd).replace(b"\n", b"")
+                os.close(fd)
+                if stat_name == "name":
+                    entry["name"] = val.decode("latin-1")
+                elif not re.fullmatch(rb"[-+]?[0-9]+", val):
+                    self.errors.append(f"std::stoll throws on {kwl}/"
+                                       f"{stat_name}: {val!r}")
+                else:
+                    entry[stat_name] = int(val)
+            os.close(sd)
+            out[entry.get("name", kwl)] = entry
+        return out
+
+    def fd_paths(self):
+        """What /proc/self/fd says of each kept fd."""
+        return {path: os.readlink(f"/proc/self/fd/{fd}")
+                for path, fd in self.fds.items() if fd >= 0}
+
+
+@service
+def systemsuspend13(era, cycles):
+    """era "counter": useSuspendCounter (Android 13's default: only
+    zygote_kwl reaches the kernel); "kernel": every wake lock is written to
+    wake_lock and wake_unlock.  Runs until `cycles` attempts succeeded, one
+    handshake lost to another process's late lock among them, with the
+    platform taking and dropping wake locks meanwhile."""
+    ss = SystemSuspend(era == "counter")
+    res = {"caps": caps_of_self()}
+    ss.acquire(b"PowerManagerService.Booting")
+    ss.enable_autosuspend()
+    time.sleep(0.3)
+    res["cycles_while_held"] = len(ss.cycles)
+    ss.release(b"PowerManagerService.Booting")
+
+    def wait_cycles(n, timeout=20.0):
+        t0 = mono()
+        while len(ss.cycles) < n and mono() - t0 < timeout:
+            time.sleep(0.02)
+        return len(ss.cycles) >= n
+
+    res["first"] = wait_cycles(1)
+    # The platform's locks come and go between attempts.
+    for name in (b"*alarm*", b"PowerManagerService.Display"):
+        ss.acquire(name)
+        time.sleep(0.05)
+        ss.release(name)
+    # A handshake lost: rild's lock lands between the write-back and the
+    # state write (SystemSuspend holds its mutex there, so only a lock
+    # from outside it can).
+    lost = {}
+
+    def late_lock():
+        # Another process (a kernel wake lock of its own, as rild's).
+        lost["lock"] = in_other_process(lock, b"radio-interface")
+    ss.after_writeback = late_lock
+    n = len(ss.cycles)
+    res["lost"] = wait_cycles(n + 1)
+    time.sleep(0.2)
+    lost["unlock"] = in_other_process(unlock, b"radio-interface")
+    res["late_lock"] = lost
+    res["done"] = wait_cycles(n + 1 + int(cycles))
+    ss.disable_autosuspend()
+    res["cycles"] = ss.cycles
+    res["suspend_stats"] = ss.suspend_stats()
+    res["kernel_wakelocks"] = ss.kernel_wakelocks()
+    res["fd_paths"] = ss.fd_paths()
+    res["errors"] = ss.errors
+    return res
+
+
+@scenario
+def android13(era, cycles="2"):
+    """init's /sys/power lines (zygote_kwl taken), then SystemSuspend."""
+    res = {"init": android_init()}
+    res["service"] = start_service("systemsuspend13", era, cycles,
+                                   uid=AID_SYSTEM,
+                                   groups=[AID_SYSTEM, AID_WAKELOCK],
+                                   timeout=45)
     return res
 
 

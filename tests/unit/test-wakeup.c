@@ -639,6 +639,7 @@ static void test_handshake_pending(void)
 struct calls {
 	int n;
 	gpointer last_data;
+	struct wakeup_source *last_source;	/* of an event hook's call */
 };
 
 static void count_call(gpointer data)
@@ -653,7 +654,7 @@ static void test_wait_idle(void)
 {
 	struct fixture f;
 	struct wakeup_source *a, *b;
-	struct calls calls = { 0, NULL };
+	struct calls calls = { 0 };
 	struct wakeup_waiter *w;
 
 	fixture_init(&f);
@@ -708,7 +709,7 @@ static void test_wait_idle(void)
 	/* Two waiters, both called. */
 	calls.n = 0;
 	{
-		struct calls other = { 0, NULL };
+		struct calls other = { 0 };
 
 		wakeup_source_stay_awake(a);
 		wakeup_wait_idle(f.engine, count_call, &calls);
@@ -728,7 +729,7 @@ static void test_wait_idle_cancel(void)
 {
 	struct fixture f;
 	struct wakeup_source *a;
-	struct calls calls = { 0, NULL }, other = { 0, NULL };
+	struct calls calls = { 0 }, other = { 0 };
 	struct wakeup_waiter *w;
 
 	fixture_init(&f);
@@ -756,24 +757,34 @@ static void test_wait_idle_cancel(void)
 	fixture_fini(&f);
 }
 
+static void count_event(struct wakeup_source *ws, gpointer data)
+{
+	struct calls *calls = data;
+
+	calls->last_source = ws;
+	count_call(data);
+}
+
 static void test_event_hook(void)
 {
 	struct fixture f;
 	struct wakeup_source *a, *b;
-	struct calls calls = { 0, NULL };
+	struct calls calls = { 0 };
 
 	fixture_init(&f);
 	a = reg(&f, "a");
 	b = reg(&f, "b");
 
-	wakeup_set_event_hook(f.engine, count_call, &calls);
+	wakeup_set_event_hook(f.engine, count_event, &calls);
 	wakeup_source_stay_awake(a);
 	g_assert_cmpint(calls.n, ==, 1);
 	g_assert_true(calls.last_data == &calls);
+	g_assert_true(calls.last_source == a);
 	wakeup_source_stay_awake(a);	/* already active: still an event */
 	g_assert_cmpint(calls.n, ==, 2);
 	wakeup_source_event(b, 100);
 	g_assert_cmpint(calls.n, ==, 3);
+	g_assert_true(calls.last_source == b);
 	wakeup_source_event(b, 50);
 	g_assert_cmpint(calls.n, ==, 4);
 	wakeup_source_event(a, 0);

@@ -29,6 +29,7 @@ import time
 import traceback
 
 MNT = "/run/vmtest/pfs"
+REASONS = "/run/vmtest/reasons"     # --wakeup-reasons
 POWERFS = "/usr/local/bin/powerfs"
 LOGS = "/run/vmtest/logs"
 RTC = "/sys/class/rtc/rtc0/wakealarm"
@@ -338,6 +339,7 @@ class Powerfs:
                 self.proc.kill()
                 self.proc.wait()
         subprocess.run(["fusermount3", "-uz", self.mnt], stderr=subprocess.DEVNULL)
+        subprocess.run(["fusermount3", "-uz", REASONS], stderr=subprocess.DEVNULL)
         return self.proc.returncode
 
 
@@ -515,18 +517,82 @@ def backend_opts(backend):
     return ["--backend=logind"] if backend == "logind" else ["--backend=sysfs:/sys/power"]
 
 
+def time_asleep():
+    """How far CLOCK_BOOTTIME is ahead of CLOCK_MONOTONIC: the guest's sleeps."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME) - time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+def reasons_with(*opts):
+    """powerfs with --wakeup-reasons on REASONS."""
+    os.makedirs(REASONS, exist_ok=True)
+    subprocess.run(["fusermount3", "-uz", REASONS], stderr=subprocess.DEVNULL)
+    pfs = Powerfs(*opts, f"--wakeup-reasons={REASONS}")
+    wait_for(lambda: os.path.ismount(REASONS), 10)
+    return pfs
+
+
+def reasons():
+    return (read_file(f"{REASONS}/last_resume_reason"),
+            read_file(f"{REASONS}/last_suspend_time"))
+
+
+def check_reasons(c, what, slept):
+    """After a real sleep of `slept` seconds (the guest's clocks): powerfs's
+    last_suspend_time says as much within 10 %, and last_resume_reason names
+    the IRQ the guest's kernel names (pm_wakeup_irq), or nothing."""
+    reason, times = reasons()
+    m = re.fullmatch(r"(\d+)\.(\d{9}) (\d+)\.(\d{9})\n", times or "")
+    asleep = int(m[3]) + int(m[4]) / 1e9 if m else None
+    # s2idle here leaves timekeeping running: no jump, and none reported.
+    c.expect(f"{what}: last_suspend_time's time asleep is the guest's "
+             "boottime jump within 10 %",
+             m and abs(asleep - slept) <= max(0.1 * slept, 0.001),
+             f"last_suspend_time {times!r}, the guest slept {slept:.3f} s")
+    try:
+        with open("/sys/power/pm_wakeup_irq") as f:
+            irq = int(f.read())
+    except OSError:
+        irq = None
+    if irq is None:
+        want = ""
+    else:
+        names = (read_file(f"/sys/kernel/irq/{irq}/actions") or "").strip()
+        want = f"{irq} {names.split(',')[0] if names else '(unnamed)'}\n"
+    c.expect(f"{what}: last_resume_reason names the guest's pm_wakeup_irq "
+             f"({irq if irq is not None else 'ENODATA'})", reason == want,
+             f"last_resume_reason {reason!r}, wanted {want!r}")
+
+
 # --- a. state through each backend, deep and s2idle -------------------------
 def check_state(c, backend, mode):
     set_mem_sleep(mode)
     c.s3_expected = 1 if mode == "deep" else 0
-    pfs = Powerfs(*backend_opts(backend))
+    pfs = reasons_with(*backend_opts(backend))
     k0, p0, km = stats(KSTATS), stats(pfs.path("suspend_stats")), Kmsg()
     if backend == "sysfs" and mode == "deep":
         arm_rtc()
+    a0 = time_asleep()
     write_state(c, pfs, mode)
     sleep_verdict(c, f"{backend}/{mode}", km, k0, pfs, p0, mode)
+    check_reasons(c, f"{backend}/{mode}", time_asleep() - a0)
     c.expect("powerfs still serving after resume", pfs.alive() and pfs.serving(),
              f"state reads {pfs.serving()!r}")
+
+
+# --- a. an attempt aborted by a wakeup event --------------------------------
+def check_abort(c):
+    c.s3_expected = 0
+    pfs = reasons_with("--backend=logind")
+    count = read_file(pfs.path("wakeup_count")).strip()
+    write_file(pfs.path("wakeup_count"), count)
+    write_file(pfs.path("wake_lock"), "late")
+    write_file(pfs.path("wake_unlock"), "late")
+    _, err = try_write(pfs.path("state"), "mem")
+    c.expect("the state write fails with EBUSY", err == "EBUSY", err)
+    reason, times = reasons()
+    c.expect("last_resume_reason says why", reason ==
+             "Abort: Last active Wakeup Source: late", repr(reason))
+    c.expect("and nothing slept", (times or "").endswith(" 0.000000000\n"), repr(times))
 
 
 # --- b. blocked wakeup_count readers during a sleep --------------------------
@@ -1143,6 +1209,7 @@ CHECKS = [
     ("a-logind-s2idle", lambda c: check_state(c, "logind", "s2idle")),
     ("a-sysfs-deep", lambda c: check_state(c, "sysfs", "deep")),
     ("a-sysfs-s2idle", lambda c: check_state(c, "sysfs", "s2idle")),
+    ("a-abort", check_abort),
     ("b-readers-logind-released", lambda c: check_readers(c, "logind", False)),
     ("b-readers-logind-held", lambda c: check_readers(c, "logind", True)),
     ("b-readers-sysfs-released", lambda c: check_readers(c, "sysfs", False)),

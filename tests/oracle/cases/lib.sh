@@ -4,7 +4,7 @@
 #   t CMD...      print "$ CMD", run it with sh -c (stderr merged), print "rc=N"
 #   ws NAME...    wakeup_sources header + the rows of NAME..., through cat -A
 #   note TEXT     a "#" comment line
-#   kernel        true on the reference kernel (pm_test exists), false on powerfs
+#   kernel        true on the reference kernel (P is /sys/power), false on powerfs
 #   pmtest L D    pm_test=L and pm_test_delay=D seconds, when those files exist
 #   stats         one line with the suspend_stats counters that move here
 #   pst PID       the State field of /proc/PID/stat (and wchan)
@@ -22,13 +22,13 @@ ws() {
 	for n in "$@"; do awk -v n="$n" -F'\t' 'NR>1 { s=$1; sub(/ +$/, "", s); if (s == n) print }' $WS | cat -A; done
 }
 note() { echo "# $*"; }
-kernel() { [ -e $P/pm_test ]; }
+kernel() { [ "$P" = /sys/power ]; }
 pmtest() {
 	if kernel; then
 		echo "$1" > $P/pm_test; echo "$2" > $PTD
 		note "pm_test=$(cat $P/pm_test | sed 's/.*\[\(.*\)\].*/\1/') pm_test_delay=$(cat $PTD)"
 	else
-		note "no pm_test here (powerfs: the simulated sleep length is set by the run script)"
+		note "pm_test left alone on powerfs (its simulated sleep length is set by the run script)"
 	fi
 }
 stats() {
