@@ -696,6 +696,10 @@ def test_android13_systemsuspend_logs_no_error(era):
     assert (st["fail"], st["failed_freeze"]) == (1, 1)
     assert (st["last_failed_errno"], st["last_failed_step"]) == (-16,
                                                                  "freeze")
+    # Every fd it opened at start still names its file (it re-opens the
+    # reasons through /proc/self/fd when they were unknown).
+    assert s["fd_paths"] == {p: p for p in s["fd_paths"]}
+    assert len(s["fd_paths"]) == (8 if era == "kernel" else 7)
     names = set(s["kernel_wakelocks"])
     expect = {"autosleep", "zygote_kwl", "radio-interface"}
     if era == "kernel":
