@@ -765,8 +765,16 @@ struct backend *backend_logind_new(struct pf_clock *clock,
 	guint states;
 
 	bus = g_bus_get_sync(G_BUS_TYPE_SYSTEM, NULL, error);
-	if (!bus)
+	if (!bus) {
+		const char *addr = g_getenv("DBUS_SYSTEM_BUS_ADDRESS");
+
+		g_prefix_error(error, "--backend=logind talks to "
+			       "systemd-logind over the system D-Bus, which "
+			       "is not reachable at %s: ",
+			       addr ? addr :
+				      "/run/dbus/system_bus_socket");
 		return NULL;
+	}
 	li = g_new0(struct logind, 1);
 	li->base.ops = &logind_ops;
 	li->clock = clock;

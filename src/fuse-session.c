@@ -150,14 +150,23 @@ static void log_to_glib(enum fuse_log_level level, const char *fmt,
 {
 	g_autofree char *msg = g_strdup_vprintf(fmt, ap);
 
-	g_strchomp(msg);
 	if (level <= FUSE_LOG_ERR) {
+		/* libfuse logs some messages in pieces ("unknown option(s):
+		 * `", the options, "'\n"): a piece without a newline is
+		 * continued by the next. */
 		g_mutex_lock(&last_error_lock);
-		g_free(last_error);
-		last_error = g_strdup(msg);
+		if (last_error && !g_str_has_suffix(last_error, "\n")) {
+			char *joined = g_strconcat(last_error, msg, NULL);
+
+			g_free(last_error);
+			last_error = joined;
+		} else {
+			g_free(last_error);
+			last_error = g_strdup(msg);
+		}
 		g_mutex_unlock(&last_error_lock);
 	}
-	g_debug("libfuse: %s", msg);
+	g_debug("libfuse: %s", g_strchomp(msg));
 }
 
 /* The last error libfuse logged, or fallback; clears it. */
@@ -166,7 +175,7 @@ static char *take_last_error(const char *fallback)
 	char *msg;
 
 	g_mutex_lock(&last_error_lock);
-	msg = last_error ? last_error : g_strdup(fallback);
+	msg = last_error ? g_strchomp(last_error) : g_strdup(fallback);
 	last_error = NULL;
 	g_mutex_unlock(&last_error_lock);
 	return msg;

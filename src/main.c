@@ -22,6 +22,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 #include <gio/gio.h>
+#include <gio/gunixmounts.h>
 #include <glib-unix.h>
 #include <systemd/sd-daemon.h>
 
@@ -229,8 +230,12 @@ static void check_backend_options(const char *mountpoint)
 	if (!strcmp(name, "simulate"))
 		parse_states(opt.simulate_states ? opt.simulate_states :
 						   "freeze mem disk");
+	else if (!strcmp(name, "sysfs"))
+		usage_error("--backend=sysfs needs the directory to write the "
+			    "state to: --backend=sysfs:DIR");
 	else if (strcmp(name, "logind"))
-		usage_error("unknown backend \"%s\"", name);
+		usage_error("unknown backend \"%s\" (simulate, logind or "
+			    "sysfs:DIR)", name);
 }
 
 static struct backend *make_backend(struct pf_clock *clock)
@@ -272,6 +277,21 @@ static struct backend *make_backend(struct pf_clock *clock)
  * answer from attributes the kernel cached; statfs() always asks the
  * server, so a dead mount cannot hide (and mounts stacked on one another
  * come off one by one). */
+/* Is the topmost mount on path a powerfs that answers? */
+static gboolean serving_powerfs(const char *path)
+{
+	GList *mounts = g_unix_mounts_get(NULL);
+	const char *type = NULL;
+	gboolean powerfs;
+
+	for (GList *l = mounts; l; l = l->next)
+		if (!strcmp(g_unix_mount_get_mount_path(l->data), path))
+			type = g_unix_mount_get_fs_type(l->data);
+	powerfs = !g_strcmp0(type, "fuse.powerfs");
+	g_list_free_full(mounts, (GDestroyNotify)g_unix_mount_free);
+	return powerfs;
+}
+
 static char *check_mountpoint(const char *path)
 {
 	struct statfs sfs;
@@ -293,6 +313,12 @@ static char *check_mountpoint(const char *path)
 	real = realpath(path, NULL);
 	if (!real)
 		usage_error("cannot mount on %s: %s", path, g_strerror(errno));
+	/* A second powerfs on top would hide the first one's locks and
+	 * leave two daemons; the first must go first. */
+	if (serving_powerfs(real))
+		usage_error("cannot mount on %s: a powerfs serves it already "
+			    "(unmount it first: fusermount3 -u %s)", path,
+			    path);
 	return real;
 }
 
@@ -469,11 +495,22 @@ static GArray *parse_trusted_owners(gchar **uids)
 	return owners;
 }
 
+/* --help goes through g_print(), which turns the ellipsis of GLib's
+ * "[OPTION…]" into "?" in an ASCII locale: print it as three dots. */
+static void print_ascii(const char *text)
+{
+	g_auto(GStrv) parts = g_strsplit(text, "\u2026", -1);
+	g_autofree char *joined = g_strjoinv("...", parts);
+
+	fputs(joined, stdout);
+}
+
 static void parse_options(int *argc, char ***argv)
 {
 	g_autoptr(GOptionContext) ctx = g_option_context_new("MOUNTPOINT");
 	g_autoptr(GError) error = NULL;
 
+	g_set_print_handler(print_ascii);
 	g_option_context_set_summary(ctx,
 		"Serve the Linux /sys/power wake-lock and autosleep interface "
 		"(wake_lock, wake_unlock,\nwakeup_count, state, autosleep, "

@@ -156,14 +156,22 @@ def test_prevent_suspend_time(pfs):
         pfs.unlock("ps", "ps_late")
 
 
-def test_autosleep_write_waits_for_a_state_write(mount):
-    p = mount("--simulate-sleep-ms=1500")
-    bg = Background(p.write, "state", b"mem")
-    time.sleep(0.3)
-    try:
-        assert p.write("autosleep", b"off") == 3
-    finally:
-        assert bg.wait(5) == 3
+def test_an_autosleep_write_during_a_suspend_wakes_it_first(mount):
+    """The kernel signals the autosleep source before it takes the
+    transition lock that a suspend holds: an autosleep write during a
+    (simulated) sleep is a wakeup event that ends it, and only then takes
+    effect, after the state write has its answer."""
+    p = mount("-d", "--simulate-sleep-ms=30000")
+    state = Background(p.write, "state", b"mem")
+    assert wait_until(lambda: "simulating mem" in p.log(), timeout=10)
+    assert not state.finished.is_set()
+    auto = Background(p.write, "autosleep", b"off")
+    assert auto.wait(20) == 3
+    assert state.wait(20) == 3
+    assert state.elapsed() < 15, "the autosleep write did not wake the sleep"
+    assert p.read("autosleep") == b"off\n"
+    assert p.stat("success") == 1
+    assert p.source("autosleep").event_count == 1
 
 
 def test_pause_after_a_wakeup_without_events(mount):

@@ -355,3 +355,70 @@ def test_repeated_log_lines_are_limited(mount):
     # a line per 10 s, and what it dropped, said at exit.
     assert len(lines) <= 3 * 12, len(lines)
     assert any("more like it, not logged" in l for l in lines), lines
+
+
+# --- what a newcomer met ------------------------------------------------------------
+
+@pytest.mark.parametrize("env", [{"LANG": "C", "LC_ALL": "C"},
+                                 {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}])
+def test_help_usage_line_is_plain(env):
+    """GLib prints "[OPTION…]", which an ASCII locale turned into
+    "[OPTION?]"."""
+    r = subprocess.run([POWERFS, "--help"], capture_output=True, timeout=10,
+                       env=dict(os.environ, **env))
+    assert r.stdout.decode().splitlines()[1] == \
+        "  powerfs [OPTION...] MOUNTPOINT"
+
+
+def test_a_second_powerfs_on_the_same_mount_point_is_refused(tmpdir_):
+    """Stacking would hide the first one's locks behind a second daemon."""
+    mnt = os.path.join(tmpdir_, "mnt")
+    os.mkdir(mnt)
+    first = Powerfs()
+    os.rmdir(first.mnt)
+    first.mnt = mnt
+    first.start()
+    try:
+        first.lock("first")
+        r = run("-f", mnt)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.decode() == (
+            f"powerfs: cannot mount on {mnt}: a powerfs serves it already "
+            f"(unmount it first: fusermount3 -u {mnt})\n")
+        with open("/proc/self/mountinfo") as f:
+            assert sum(f" {mnt} " in line for line in f) == 1
+        assert first.active() == [b"first"]
+        first.unlock("first")
+    finally:
+        first.stop()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-o", "bogus"], 'powerfs: bad mount options "default_permissions,'
+     'fsname=powerfs,subtype=powerfs,bogus": fuse: unknown option(s): '
+     "`-o bogus'\n"),
+    (["--backend=sysfs"], "powerfs: --backend=sysfs needs the directory to "
+     "write the state to: --backend=sysfs:DIR\n"),
+    (["--backend=nonsense"], 'powerfs: unknown backend "nonsense" '
+     "(simulate, logind or sysfs:DIR)\n"),
+], ids=["mount option", "sysfs without DIR", "unknown backend"])
+def test_error_messages_say_what_to_do(tmpdir_, args, message):
+    mnt = os.path.join(tmpdir_, "mnt")
+    os.mkdir(mnt)
+    r = run("-f", *args, mnt)
+    assert (r.returncode, r.stderr.decode()) == (2, message)
+
+
+def test_logind_without_a_system_bus_names_both(tmpdir_):
+    mnt = os.path.join(tmpdir_, "mnt")
+    os.mkdir(mnt)
+    r = subprocess.run([POWERFS, "-f", "--backend=logind", mnt],
+                       capture_output=True, timeout=10,
+                       env=dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=
+                                f"unix:path={tmpdir_}/no-bus"))
+    assert r.returncode == 1
+    err = r.stderr.decode()
+    assert err.startswith("powerfs: --backend=logind talks to systemd-logind "
+                          "over the system D-Bus, which is not reachable at "
+                          f"unix:path={tmpdir_}/no-bus: "), err
+    assert not os.path.ismount(mnt)

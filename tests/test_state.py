@@ -107,13 +107,14 @@ def test_write_returns_after_the_sleep(mount):
 
 
 def test_wakeup_event_ends_the_sleep_early(mount):
-    p = mount("--simulate-sleep-ms=6000")
+    p = mount("-d", "--simulate-sleep-ms=30000")
     bg = Background(p.write, "state", b"mem")
-    time.sleep(0.4)
+    assert wait_until(lambda: "simulating mem" in p.log(), timeout=10)
     assert not bg.finished.is_set(), "state write returned before any event"
+    t0 = time.monotonic()
     p.lock("wake")
-    assert bg.wait(4) == 3
-    assert bg.elapsed() < 3, "a wake lock did not end the simulated sleep"
+    assert bg.wait(20) == 3
+    assert bg.t1 - t0 < 10, "a wake lock did not end the simulated sleep"
     p.unlock("wake")
 
 
