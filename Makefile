@@ -106,7 +106,8 @@ check-vm:
 	$(MAKE) powerfs
 	$(PYTHON) scripts/vm/run $(VM_ARGS)
 
-run: deps
+run:
+	scripts/install-deps.sh --run
 	$(MAKE) powerfs
 	mkdir -p /run/power
 	./powerfs -f /run/power

@@ -1,10 +1,13 @@
 #!/bin/sh
-# Install the Debian 12 packages powerfs needs to build and test.  Skips the
-# whole step when everything is present, so `make check` stays quick.
-#   --vm  also what `make check-vm` needs: qemu (software emulation),
-#         mmdebstrap to build the Debian 12 guest, mke2fs for its disks.
+# Install the Debian 12 packages powerfs needs.  Skips the whole step when
+# everything is present, so `make check` stays quick.
+#   --run  only what building and running powerfs needs (`make run`)
+#   (none) that and what the tests need (`make check`)
+#   --vm   that and what `make check-vm` needs: qemu (software emulation),
+#          mmdebstrap to build the Debian 12 guest, mke2fs for its disks.
 set -eu
-PKGS="gcc make pkg-config libfuse3-dev fuse3 libglib2.0-dev libsystemd-dev python3 python3-pytest python3-dbusmock dbus"
+RUN_PKGS="gcc make pkg-config libfuse3-dev fuse3 libglib2.0-dev libsystemd-dev"
+PKGS="$RUN_PKGS python3 python3-pytest python3-dbusmock dbus"
 # Container tests (tests/test_lxc.py, tests/test_nspawn.py).
 PKGS="$PKGS lxc busybox-static uidmap systemd-container"
 # scripts/check-under-load: make check beside two CPU hogs.
@@ -15,7 +18,12 @@ PKGS="$PKGS chromium fonts-dejavu-core"
 PKGS="$PKGS prometheus-node-exporter"
 PKGS="$PKGS clang"
 VM_PKGS="qemu-system-x86 mmdebstrap e2fsprogs debian-archive-keyring"
-[ "${1:-}" = --vm ] && PKGS="$PKGS $VM_PKGS"
+case "${1:-}" in
+--run) PKGS=$RUN_PKGS ;;
+--vm) PKGS="$PKGS $VM_PKGS" ;;
+"") ;;
+*) echo "usage: $0 [--run|--vm]" >&2; exit 2 ;;
+esac
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
