@@ -157,6 +157,11 @@ def b(s):
     return s if isinstance(s, bytes) else s.encode()
 
 
+def _die_with_this_process():
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
 class Powerfs:
     """One powerfs process serving one mount point."""
 
@@ -179,11 +184,14 @@ class Powerfs:
             pytest.fail(f"powerfs binary {POWERFS} missing: run make powerfs "
                         "or set POWERFS")
         with open(self.logpath, "wb") as log:
-            # A process group of its own: the keeper and its server.
+            # A process group of its own: the keeper and its server.  And
+            # if this test process dies without its teardown (killed by a
+            # harness), the keeper gets SIGTERM and unmounts, instead of
+            # serving on with nobody to stop it.
             self.proc = subprocess.Popen(
                 [POWERFS, "-f", *self.args, self.mnt],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
+                start_new_session=True, preexec_fn=_die_with_this_process)
         deadline = time.monotonic() + MOUNT_TIMEOUT
         while not os.path.ismount(self.mnt):
             rc = self.proc.poll()
