@@ -155,8 +155,9 @@ def b(s):
 class Powerfs:
     """One powerfs process serving one mount point."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, env=None):
         self.args = [str(a) for a in args]
+        self.env = env          # the keeper's environment, if not ours
         self.tmpdir = tempfile.mkdtemp(prefix="powerfs-test-")
         # Other users (setuid children) must reach the mount point.
         os.chmod(self.tmpdir, 0o755)
@@ -176,7 +177,7 @@ class Powerfs:
         with open(self.logpath, "wb") as log:
             # A process group of its own: the keeper and its server.
             self.proc = subprocess.Popen(
-                [POWERFS, "-f", *self.args, self.mnt],
+                [POWERFS, "-f", *self.args, self.mnt], env=self.env,
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True)
         deadline = time.monotonic() + MOUNT_TIMEOUT
