@@ -1055,8 +1055,10 @@ def test_a_keeper_that_fails_leaves_no_state_file():
 # every read returned (N: how many returned the count), "error ..." if one
 # failed.
 _PARKER = r'''
-import os, sys, threading
+import os, resource, sys, threading
 path, n = sys.argv[1], int(sys.argv[2])
+# A descriptor each: more than the usual soft limit of 1024.
+resource.setrlimit(resource.RLIMIT_NOFILE, (n + 64, n + 64))
 os.setgid(1000)
 os.setuid(1000)
 threading.stack_size(128 * 1024)
