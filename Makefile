@@ -27,7 +27,7 @@ PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 
 CORE := clock journal wakeup wakeup-reason wakelock suspend autosleep power backend-simulate
 DAEMON := $(CORE) host-power backend-sysfs backend-logind state-file metrics caps attrs loop-hold inflight fuse-session fs class-wakeup keeper log main
-UNIT_TESTS := test-wakeup test-wakeup-reason test-wakelock test-autosleep test-metrics test-inflight
+UNIT_TESTS := test-wakeup test-wakeup-reason test-wakelock test-autosleep test-metrics test-inflight test-session
 
 core_objs = $(patsubst %,$(BUILD)/%.o,$(CORE))
 daemon_objs = $(patsubst %,$(BUILD)/%.o,$(DAEMON))
@@ -55,6 +55,8 @@ $(BUILD)/test-%: tests/unit/test-%.c $(core_objs) | $(BUILD)
 # The Prometheus text is drawn from the core alone.
 $(BUILD)/test-metrics: $(BUILD)/metrics.o
 $(BUILD)/test-inflight: $(BUILD)/inflight.o
+# A fake kernel against the take-over of a connection.
+$(BUILD)/test-session: $(BUILD)/fuse-session.o $(BUILD)/inflight.o $(BUILD)/loop-hold.o
 
 $(BUILD):
 	mkdir -p $@

@@ -12,9 +12,16 @@
  * requests again from the copies the dead server kept in the same file
  * (inflight.c), which is why replies go through our own writev
  * (fuse_session_custom_io): it drops a request's copy once its answer is
- * written.  The kernel still knows the dead server's open files: their
- * handles are keys of a table here, and a handle this server never gave out
- * gets a fresh record (pf_session_adopt_func).
+ * written.  Which of the two paths a kernel offers is asked once per
+ * server, before it reads anything but INIT, by sending that notice: the
+ * first server of a connection asks right after INIT, a successor before
+ * its readers start; on a kernel that sends requests again, nothing is
+ * copied.  A successor processes everything its predecessor left before it
+ * reads a new request: its readers wait at a gate that the replay opens
+ * (on the other path the kernel queues what it sends again first).  The
+ * kernel still knows the dead server's open files: their handles are keys
+ * of a table here, and a handle this server never gave out gets a fresh
+ * record (pf_session_adopt_func).
  *
  * Each session has PF_SESSION_READERS threads (one) that read /dev/fuse
  * with plain blocking reads, as libfuse's own loops do: a request costs one
@@ -87,12 +94,20 @@ struct pf_session {
 	gint stopping;		/* readers are asked to leave */
 	int session_fd;		/* where the INIT request is kept, or -1 */
 	gboolean init_saved;
+	gboolean fresh;		/* a new connection: INIT comes first */
 	int fd;			/* our copy of the /dev/fuse descriptor */
 	struct pf_inflight *inflight;	/* requests read, not answered */
 	GPtrArray *left;	/* a dead server's, to process again */
 	GArray *refused;	/* ids of those processed again too often */
 	gboolean replaying;
 	gboolean resent;	/* the request in process was sent again */
+	gboolean resend;	/* the kernel sends again (FUSE_NOTIFY_RESEND) */
+	/* Readers wait here before their first read: a successor's, until
+	 * what its predecessor left is processed; a new connection's (but
+	 * the one that reads INIT), until the kernel's path is known. */
+	GMutex gate_lock;
+	GCond gate_cond;
+	gboolean gate_open;
 	pf_session_adopt_func adopt;
 	void *userdata;
 	GSourceFunc on_unmounted;
@@ -262,8 +277,10 @@ static gboolean session_ended(gpointer data)
 	return G_SOURCE_REMOVE;
 }
 
-/* The INIT request, kept for a successor before it is answered (a server
- * that dies before this finds it in its read buffer: take_over()). */
+/* The INIT request, kept for a successor before it is answered (if the
+ * server dies before this, the successor finds INIT in the read buffer:
+ * take_over()).  The length is written last: a successor takes a length of
+ * 0 for "no INIT saved". */
 G_GNUC_NO_INLINE
 static void save_init(struct pf_session *ps, const struct fuse_buf *buf,
 		      gsize len)
@@ -320,10 +337,48 @@ static void on_wake_signal(int sig)
 	(void)sig;
 }
 
+static void wait_at_gate(struct pf_session *ps)
+{
+	g_mutex_lock(&ps->gate_lock);
+	while (!ps->gate_open && !g_atomic_int_get(&ps->stopping))
+		g_cond_wait(&ps->gate_cond, &ps->gate_lock);
+	g_mutex_unlock(&ps->gate_lock);
+}
+
+static void open_gate(struct pf_session *ps)
+{
+	g_mutex_lock(&ps->gate_lock);
+	ps->gate_open = TRUE;
+	g_cond_broadcast(&ps->gate_cond);
+	g_mutex_unlock(&ps->gate_lock);
+}
+
+static void refuse(struct pf_session *ps, guint64 unique, gint err);
+static void choose_path(struct pf_session *ps);
+
+/* A request read into buf, with the loop lock held: processed, or refused
+ * if it crashed servers again and again (inflight.c). */
+static void process(struct pf_session *ps, struct fuse_buf *buf, int len)
+{
+	guint64 unique = request_unique(buf, len);
+
+	ps->resent = (unique & PF_UNIQUE_RESEND) != 0;
+	if (pf_inflight_begin(ps->inflight, unique,
+			      request_opcode(buf, len)))
+		fuse_session_process_buf(ps->se, buf);
+	else
+		refuse(ps, unique, EIO);
+	ps->resent = FALSE;
+	pf_inflight_end(ps->inflight, unique);
+}
+
 static void *serve(void *data)
 {
 	struct pf_reader *r = data;
 	struct pf_session *ps = r->ps;
+	/* A new connection's first reader reads INIT, the only request the
+	 * kernel sends until it is answered. */
+	gboolean reads_init = ps->fresh && r == &ps->readers[0];
 	gint64 held_since;
 	sigset_t wake;
 	int res = 0;
@@ -331,6 +386,8 @@ static void *serve(void *data)
 	sigemptyset(&wake);
 	sigaddset(&wake, WAKE_SIGNAL);
 	pthread_sigmask(SIG_UNBLOCK, &wake, NULL);
+	if (!reads_init)
+		wait_at_gate(ps);
 	while (!g_atomic_int_get(&ps->stopping)) {
 		res = fuse_session_receive_buf(ps->se, &r->buf);
 		if (g_atomic_int_get(&ps->stopping))
@@ -342,11 +399,14 @@ static void *serve(void *data)
 		save_init(ps, &r->buf, res);
 		g_mutex_lock(&loop_lock);
 		held_since = pf_loop_hold_start();
-		ps->resent = (request_unique(&r->buf, res) & PF_UNIQUE_RESEND) != 0;
-		fuse_session_process_buf(ps->se, &r->buf);
-		ps->resent = FALSE;
-		pf_inflight_processed(ps->inflight,
-				      request_unique(&r->buf, res));
+		process(ps, &r->buf, res);
+		if (reads_init) {
+			/* Nothing else was read yet: asking the kernel to
+			 * send again what is in process sends nothing. */
+			reads_init = FALSE;
+			choose_path(ps);
+			open_gate(ps);
+		}
 		pf_loop_hold_end(held_since, request_opcode(&r->buf, res));
 		g_mutex_unlock(&loop_lock);
 	}
@@ -396,6 +456,9 @@ static int start_serving(struct pf_session *ps)
 static void stop_readers(struct pf_session *ps)
 {
 	g_atomic_int_set(&ps->stopping, 1);
+	g_mutex_lock(&ps->gate_lock);
+	g_cond_broadcast(&ps->gate_cond);
+	g_mutex_unlock(&ps->gate_lock);
 	for (guint i = 0; i < PF_SESSION_READERS; i++) {
 		struct pf_reader *r = &ps->readers[i];
 
@@ -476,49 +539,85 @@ static void unregister_session(struct pf_session *ps)
 
 /* The requests a dead server had read and not answered, on a kernel that
  * cannot send them again: processed as if just read (after the state is
- * restored: the loop runs this first), in the order the kernel sent them.
- * Their copies stay kept until answered. */
+ * restored: the loop runs this first), in the order the kernel sent them,
+ * before any new request is read (the readers wait at the gate until
+ * then).  Their copies stay kept until answered. */
 static gboolean replay_left(gpointer data)
 {
 	struct pf_session *ps = data;
 
 	ps->replaying = TRUE;
-	for (guint i = 0; i < ps->left->len; i++) {
+	for (guint i = 0; ps->left && i < ps->left->len; i++) {
 		gsize len;
 		const void *req = g_bytes_get_data(ps->left->pdata[i], &len);
 		g_autofree void *copy = g_memdup2(req, len);
 		struct fuse_buf fbuf = { .mem = copy, .size = len };
-		guint64 unique = ((const struct fuse_in_header *)req)->unique;
 
-		pf_inflight_replaying(ps->inflight, unique, FALSE);
-		fuse_session_process_buf(ps->se, &fbuf);
-		pf_inflight_replaying(ps->inflight, unique, TRUE);
+		process(ps, &fbuf, (int)len);
 	}
 	ps->replaying = FALSE;
 	g_clear_pointer(&ps->left, g_ptr_array_unref);
+	open_gate(ps);
 	return G_SOURCE_REMOVE;
 }
 
-/* Left requests whose callers were signalled (EINTR), and those servers
- * died processing again and again (EIO): answered without processing. */
+/* Answers request unique with error err, unprocessed. */
+static void refuse(struct pf_session *ps, guint64 unique, gint err)
+{
+	struct fuse_out_header out = {
+		.len = sizeof(out),
+		.error = -err,
+		.unique = unique,
+	};
+	struct iovec iov = { &out, sizeof(out) };
+
+	if (err == EIO)
+		g_warning("%s: request %" G_GUINT64_FORMAT " crashed three "
+			  "servers in turn: answered EIO", ps->name,
+			  unique & ~PF_UNIQUE_RESEND);
+	io_writev(ps->fd, &iov, 1, NULL);
+}
+
+/* Left requests whose callers were signalled (EINTR), and those that
+ * crashed servers again and again (EIO): answered without processing. */
 static void refuse_left(struct pf_session *ps)
 {
 	for (guint i = 0; i < ps->refused->len; i++) {
 		const struct pf_refusal *r =
 			&g_array_index(ps->refused, struct pf_refusal, i);
-		struct fuse_out_header out = {
-			.len = sizeof(out),
-			.error = -r->err,
-			.unique = r->unique,
-		};
-		struct iovec iov = { &out, sizeof(out) };
 
-		if (r->err == EIO)
-			g_warning("%s: request %" G_GUINT64_FORMAT " was left "
-				  "unanswered by three servers in turn: "
-				  "answered EIO", ps->name, out.unique);
-		io_writev(ps->fd, &iov, 1, NULL);
+		refuse(ps, r->unique, r->err);
 	}
+}
+
+/* Asks the kernel to send again every request a dead server read and did
+ * not answer (FUSE_NOTIFY_RESEND): if it can (Linux 6.9), nothing needs to
+ * be kept (ps->resend).  Called before this server read anything but INIT,
+ * so that the kernel sends again only what a predecessor left. */
+static void choose_path(struct pf_session *ps)
+{
+	struct fuse_out_header resend = {
+		.len = sizeof(resend),
+		.error = PF_NOTIFY_RESEND,
+	};
+	const char *forced = g_getenv("POWERFS_NO_RESEND");
+
+	if (ps->session_fd < 0)
+		return;		/* no successor will ever take over */
+	ps->resend = !forced && write(ps->fd, &resend, sizeof(resend)) ==
+					sizeof(resend);
+	pf_inflight_set_resend(ps->inflight, ps->resend);
+	if (!ps->fresh)
+		return;
+	if (ps->resend)
+		g_message("%s: path: resend (the kernel sends a successor what "
+			  "a dead server left unanswered: FUSE_NOTIFY_RESEND; "
+			  "nothing is kept)", ps->name);
+	else
+		g_message("%s: path: replay (%s: every request is kept in the "
+			  "session file until answered, for a successor)",
+			  ps->name, forced ? "POWERFS_NO_RESEND" :
+			  "no FUSE_NOTIFY_RESEND before Linux 6.9");
 }
 
 gboolean pf_session_replaying(const struct pf_session *ps)
@@ -526,79 +625,104 @@ gboolean pf_session_replaying(const struct pf_session *ps)
 	return ps->replaying || ps->resent;
 }
 
-/* Take over a connection a previous server had: libfuse learns the INIT it
- * answered, the kernel sends again what that server left unanswered (or,
- * before Linux 6.9, we process it again). */
-static gboolean take_over(struct pf_session *ps, GError **error)
+/* The INIT request a previous server saved: NULL if none.  Its size is
+ * checked before anything is allocated (the file is ours, but a torn or
+ * damaged record must not cost gigabytes). */
+#define INIT_MAX 4096
+
+static GBytes *saved_init(struct pf_session *ps, GError **error)
 {
 	guint32 total = 0, len = 0;
+	struct fuse_in_header h;
 	g_autofree char *init = NULL;
-	struct fuse_buf fbuf = { 0 };
-	struct fuse_out_header resend = {
-		.len = sizeof(resend),
-		.error = PF_NOTIFY_RESEND,
-	};
 
 	if (ps->session_fd < 0 ||
 	    pread(ps->session_fd, &total, sizeof(total), 0) != sizeof(total) ||
-	    total == 0) {
-		/* A new connection: INIT comes, unless the previous server
-		 * died inside the read(2) that took it. */
-		g_autoptr(GBytes) left_init =
-			pf_inflight_take_unseen_init(ps->inflight);
-
-		if (left_init) {
-			g_autofree void *copy = g_bytes_unref_to_data(
-				g_steal_pointer(&left_init), &fbuf.size);
-
-			g_message("%s: answering the INIT request the previous "
-				  "server had taken", ps->name);
-			fbuf.mem = copy;
-			save_init(ps, &fbuf, fbuf.size);
-			fuse_session_process_buf(ps->se, &fbuf);
-		}
-		return TRUE;
-	}
-	init = g_malloc(total);
-	if (pread(ps->session_fd, &len, sizeof(len), sizeof(len)) !=
+	    total == 0)
+		return NULL;
+	if (total < sizeof(h) || total > INIT_MAX ||
+	    pread(ps->session_fd, &len, sizeof(len), sizeof(len)) !=
 		    sizeof(len) ||
 	    len != total ||
-	    pread(ps->session_fd, init, len, 2 * sizeof(len)) != (gssize)len) {
+	    pread(ps->session_fd, &h, sizeof(h), 2 * sizeof(len)) !=
+		    sizeof(h) ||
+	    h.len != len || h.opcode != FUSE_INIT) {
+		g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
+			    "%s: the connection's INIT request is damaged "
+			    "(%u bytes)", ps->name, total);
+		return NULL;
+	}
+	init = g_malloc(len);
+	if (pread(ps->session_fd, init, len, 2 * sizeof(len)) != (gssize)len) {
 		g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
 			    "%s: the connection's INIT request is lost",
 			    ps->name);
+		return NULL;
+	}
+	return g_bytes_new_take(g_steal_pointer(&init), len);
+}
+
+/* Take over a connection a previous server had: libfuse learns the INIT it
+ * answered, the kernel sends again what that server left unanswered (or,
+ * before Linux 6.9, we process it again, before anything new). */
+static gboolean take_over(struct pf_session *ps, GError **error)
+{
+	g_autoptr(GBytes) saved = NULL;
+	g_autoptr(GBytes) buffered = NULL;
+	g_autofree void *init = NULL;
+	struct fuse_buf fbuf = { 0 };
+	GError *err = NULL;
+
+	saved = saved_init(ps, &err);
+	if (err) {
+		g_propagate_error(error, err);
 		return FALSE;
 	}
-	ps->init_saved = TRUE;
+	/* Only if none was saved: the first server read INIT and died
+	 * before it saved it, and the kernel waits for the answer. */
+	buffered = pf_inflight_take_buffered_init(ps->inflight);
+	if (!saved && !buffered) {
+		/* A new connection: INIT comes (serve()). */
+		ps->fresh = TRUE;
+		return TRUE;
+	}
+	if (saved) {
+		init = g_bytes_unref_to_data(g_steal_pointer(&saved),
+					     &fbuf.size);
+		ps->init_saved = TRUE;
+	} else {
+		init = g_bytes_unref_to_data(g_steal_pointer(&buffered),
+					     &fbuf.size);
+		g_message("%s: answering the INIT request the previous "
+			  "server had taken", ps->name);
+	}
 	fbuf.mem = init;
-	fbuf.size = len;
+	save_init(ps, &fbuf, fbuf.size);
 	fuse_session_process_buf(ps->se, &fbuf);
-	/* POWERFS_NO_RESEND: take the path of kernels before 6.9 (tests). */
-	if (!g_getenv("POWERFS_NO_RESEND") &&
-	    write(ps->fd, &resend, sizeof(resend)) == sizeof(resend)) {
-		pf_inflight_forget_all(ps->inflight);
+	choose_path(ps);
+	if (ps->resend) {
 		g_clear_pointer(&ps->left, g_ptr_array_unref);
-	} else if (!ps->inflight) {
+		g_message("%s: taken over (path: resend): the kernel sends "
+			  "again what the previous server left unanswered",
+			  ps->name);
+		open_gate(ps);
+		return TRUE;
+	}
+	if (!ps->inflight)
 		g_warning("%s: the requests the previous server had not "
 			  "answered are lost (the kernel cannot send them "
 			  "again before Linux 6.9): their callers wait until "
 			  "the mount goes", ps->name);
-	} else {
-		refuse_left(ps);
-		if (ps->left->len) {
-			g_message("%s: the previous server left %u %s "
-				  "unanswered: processing %s again", ps->name,
-				  ps->left->len, ps->left->len == 1 ?
-				  "request" : "requests",
-				  ps->left->len == 1 ? "it" : "them");
-			g_idle_add_full(G_PRIORITY_HIGH, replay_left, ps,
-					NULL);
-		}
-	}
-	g_message("%s: taken over", ps->name);
+	refuse_left(ps);
+	g_message("%s: taken over (path: replay): the previous server left "
+		  "%u %s unanswered, processed again from the session file"
+		  "%s", ps->name, ps->left->len,
+		  ps->left->len == 1 ? "request" : "requests",
+		  ps->refused->len ? " (and some refused)" : "");
+	/* Before any new request: the readers wait for this. */
+	g_idle_add_full(G_PRIORITY_HIGH, replay_left, ps, NULL);
 	return TRUE;
 }
-
 
 static void open_file_free(gpointer data)
 {
@@ -629,6 +753,8 @@ static void session_destroy(struct pf_session *ps)
 			free(ps->readers[i].buf.mem);
 	pf_inflight_free(ps->inflight);
 	g_hash_table_unref(ps->open_files);
+	g_mutex_clear(&ps->gate_lock);
+	g_cond_clear(&ps->gate_cond);
 	g_free(ps->name);
 	g_free(ps);
 }
@@ -660,8 +786,14 @@ struct pf_session *pf_session_serve(const struct fuse_lowlevel_ops *ops,
 	fuse_set_log_func(log_to_glib);
 	ps->se = fuse_session_new(&args, ops, sizeof(*ops), userdata);
 	fuse_opt_free_args(&args);
-	ps->inflight = pf_inflight_open(session_fd, name, &ps->left,
-					&ps->refused);
+	g_mutex_init(&ps->gate_lock);
+	g_cond_init(&ps->gate_cond);
+	/* The keeper says whether the previous server crashed (rather than
+	 * being killed from outside or handing over). */
+	ps->inflight = pf_inflight_open(session_fd, name,
+					g_getenv("POWERFS_SERVER_CRASHED") !=
+						NULL,
+					&ps->left, &ps->refused);
 	if (fd < 0 || !ps->se ||
 	    fuse_session_custom_io(ps->se, &session_io, fd) != 0 ||
 	    !register_session(ps)) {
@@ -769,6 +901,10 @@ void pf_session_free(struct pf_session *ps)
 
 void pf_session_init_conn(struct fuse_conn_info *conn)
 {
+	/* Writes of two pages at most (inflight.c sizes the read buffers
+	 * from it): libfuse would ask for 256 pages, and the kernel refuses
+	 * every read into a buffer smaller than that. */
+	conn->max_write = pf_inflight_max_write();
 	/* A read the page cache sends ahead, and an asynchronous read(2)
 	 * (io_submit), would be background requests: no interrupt reaches
 	 * them, a waiting one leaves its reader unkillable and unfreezable,

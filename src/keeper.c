@@ -16,6 +16,13 @@
  * wrote: it only holds, starts, forwards and waits.  Under systemd it also
  * puts the descriptors in the service's fd store, so that a crash of the
  * keeper itself is survived too (Restart= brings them back).
+ *
+ * Signals can come at any moment: a server starts with SIGUSR1, SIGUSR2
+ * and SIGHUP blocked until it handles them (an upgrade asked for while it
+ * starts waits for it), an upgrade asked for while a server dies is not
+ * lost (the keeper then executes itself at once), and a mount that a
+ * server has served is never given up for a server that dies before
+ * serving: only a new mount is, at its very first start.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -47,15 +54,25 @@ struct conn {
 	int fuse_fd, session_fd;
 };
 
+/* A fork that failed is tried again after this long, doubled each time. */
+#define RETRY_FIRST_MS 100
+#define RETRY_MAX_MS 3200
+
 struct keeper {
 	const struct keeper_config *cfg;
 	/* The main mount, /sys/class/wakeup, /sys/kernel/wakeup_reasons. */
 	struct conn conns[3];
 	guint n_conns;
 	char *exe;		/* the binary on disk, for upgrades */
-	pid_t server;
+	pid_t server;		/* 0: none runs (a fork failed) */
 	int ready_fd;		/* read end: the server says it serves */
-	gboolean ready, stopping, upgrading;
+	gboolean ready;		/* this keeper said READY=1 */
+	gboolean served;	/* a server served this mount (any keeper) */
+	gboolean stopping, upgrading;
+	gboolean reloading;	/* RELOADING=1 said, READY=1 owed */
+	gboolean crashed;	/* the last server died of a crash */
+	gint64 retry_at;	/* monotonic: start a server then, or 0 */
+	guint retry_ms;
 	gint64 crashes[CRASHES_MAX];
 };
 
@@ -128,6 +145,7 @@ static gboolean get_connections(struct keeper *k, GError **error)
 		g_unsetenv("POWERFS_KEEPER_FDS");
 		g_message("%s: taking the connection over from the previous "
 			  "keeper", k->cfg->mountpoint);
+		k->served = TRUE;
 		return TRUE;
 	}
 	n = sd_listen_fds_with_names(1, &names);
@@ -147,6 +165,7 @@ static gboolean get_connections(struct keeper *k, GError **error)
 		if (c->fuse_fd >= 0 && c->session_fd >= 0) {
 			g_message("%s: taking the connection back from the "
 				  "service manager", c->mountpoint);
+			k->served = TRUE;
 			continue;
 		}
 		c->mount = pf_mount_new(c->mountpoint, k->cfg->mount_options,
@@ -201,27 +220,45 @@ static void set_mount_env(const struct keeper *k)
 			 TRUE);
 }
 
-static void start_server(struct keeper *k)
+/* The signals a server handles once it can: blocked from its fork on (a
+ * blocked signal stays pending through execv). */
+static void server_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGUSR1);	/* the keeper died */
+	sigaddset(set, SIGUSR2);	/* hand over (an upgrade) */
+	sigaddset(set, SIGHUP);
+}
+
+/* Starts a server: FALSE (errno set) if it cannot be. */
+static gboolean start_server(struct keeper *k)
 {
 	g_autofree char *fds = fds_text(k);
 	pid_t keeper = getpid();
 	int ready[2];
 	pid_t pid;
 
-	if (pipe2(ready, O_CLOEXEC) < 0 || (pid = fork()) < 0) {
-		g_critical("cannot start a server: %s", g_strerror(errno));
-		exit(1);
+	if (pipe2(ready, O_CLOEXEC) < 0)
+		return FALSE;
+	/* The keeper's mask blocks the server's signals too (keeper_run()),
+	 * so one sent right after fork() waits for the server to handle it. */
+	if ((pid = fork()) < 0) {
+		int err = errno;
+
+		close(ready[0]);
+		close(ready[1]);
+		errno = err;
+		return FALSE;
 	}
 	if (pid == 0) {
 		g_autofree char *ready_fd = g_strdup_printf("%d", ready[1]);
-		sigset_t usr1;
+		sigset_t mask;
 
 		/* If the keeper dies, the server becomes the keeper: it
 		 * takes SIGUSR1 once it can handle it (a pending signal
 		 * survives execv). */
-		sigemptyset(&usr1);
-		sigaddset(&usr1, SIGUSR1);
-		sigprocmask(SIG_SETMASK, &usr1, NULL);
+		server_signals(&mask);
+		sigprocmask(SIG_SETMASK, &mask, NULL);
 		prctl(PR_SET_PDEATHSIG, SIGUSR1);
 		if (getppid() != keeper)
 			kill(getpid(), SIGUSR1);
@@ -232,6 +269,11 @@ static void start_server(struct keeper *k)
 		inherit(ready[1]);
 		g_setenv("POWERFS_FDS", fds, TRUE);
 		g_setenv("POWERFS_READY_FD", ready_fd, TRUE);
+		/* What the request it was processing did (inflight.c). */
+		if (k->crashed)
+			g_setenv("POWERFS_SERVER_CRASHED", "1", TRUE);
+		else
+			g_unsetenv("POWERFS_SERVER_CRASHED");
 		set_mount_env(k);
 		g_unsetenv("NOTIFY_SOCKET");	/* the keeper speaks for us */
 		/* The image the keeper runs, even if the file was replaced. */
@@ -245,6 +287,27 @@ static void start_server(struct keeper *k)
 		close(k->ready_fd);
 	k->ready_fd = ready[0];
 	k->server = pid;
+	k->retry_at = 0;
+	k->retry_ms = 0;
+	return TRUE;
+}
+
+/* Starts a server, or else, on a mount that has served (clients may wait
+ * in it), tries again later: FALSE if the keeper must end (*exit_status). */
+static gboolean start_or_retry(struct keeper *k, int *exit_status)
+{
+	if (start_server(k))
+		return TRUE;
+	g_warning("cannot start a server: %s%s", g_strerror(errno),
+		  k->served ? "; trying again, the mount stays" : "");
+	if (!k->served) {
+		*exit_status = 1;
+		return FALSE;
+	}
+	k->retry_ms = k->retry_ms ? MIN(2 * k->retry_ms, RETRY_MAX_MS) :
+				    RETRY_FIRST_MS;
+	k->retry_at = g_get_monotonic_time() + k->retry_ms * 1000;
+	return TRUE;
 }
 
 /* Executes the binary on disk as the new keeper, the connections handed
@@ -259,11 +322,14 @@ static void upgrade(struct keeper *k)
 		inherit(k->conns[i].session_fd);
 	}
 	g_setenv("POWERFS_KEEPER_FDS", fds, TRUE);
+	if (k->crashed)
+		g_setenv("POWERFS_SERVER_CRASHED", "1", TRUE);
 	set_mount_env(k);
 	execv(k->exe, k->cfg->argv);
 	g_warning("cannot run %s: %s; going on with this one", k->exe,
 		  g_strerror(errno));
 	g_unsetenv("POWERFS_KEEPER_FDS");
+	g_unsetenv("POWERFS_SERVER_CRASHED");
 }
 
 /* Too many crashes too close together: the server cannot work here. */
@@ -278,16 +344,35 @@ static gboolean crashing(struct keeper *k)
 	       now - k->crashes[CRASHES_MAX - 1] < CRASH_WINDOW_US;
 }
 
-/* The server ended: go on with another, or end. */
+/* An upgrade asked for: the binary on disk becomes the keeper, and starts
+ * a server (READY=1 follows).  FALSE if the keeper must end. */
+static gboolean upgrade_now(struct keeper *k, int *exit_status)
+{
+	k->upgrading = FALSE;
+	upgrade(k);
+	/* Still this binary: READY=1 once the next server serves. */
+	k->reloading = TRUE;
+	return k->server || start_or_retry(k, exit_status);
+}
+
+/* The server ended: go on with another, or end (TRUE, *exit_status). */
 static gboolean server_ended(struct keeper *k, int status, int *exit_status)
 {
+	gboolean handed = WIFEXITED(status) &&
+			  WEXITSTATUS(status) == KEEPER_HANDED_OVER;
+
 	k->server = 0;
-	if (WIFEXITED(status) && WEXITSTATUS(status) == KEEPER_HANDED_OVER &&
-	    k->upgrading) {
-		upgrade(k);
-		k->upgrading = FALSE;
-		start_server(k);
-		return FALSE;
+	/* SIGKILL comes from outside (an administrator, the OOM killer):
+	 * only the server's own crashes can repeat themselves, on a request
+	 * the kernel sends again and again. */
+	k->crashed = WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL;
+	if (k->upgrading && !k->stopping && (handed || WIFSIGNALED(status))) {
+		/* Asked for an upgrade, the server is gone, however: the
+		 * upgrade goes on. */
+		if (!handed)
+			g_warning("the server died (%s) during an upgrade: "
+				  "upgrading now", strsignal(WTERMSIG(status)));
+		return !upgrade_now(k, exit_status);
 	}
 	if (WIFEXITED(status)) {
 		*exit_status = WEXITSTATUS(status);
@@ -298,22 +383,19 @@ static gboolean server_ended(struct keeper *k, int status, int *exit_status)
 		*exit_status = 0;
 		return TRUE;
 	}
-	/* SIGKILL comes from outside (an administrator, the OOM killer):
-	 * only the server's own crashes can repeat themselves, on a request
-	 * the kernel sends again and again. */
-	if (k->stopping || !k->ready ||
-	    (WTERMSIG(status) != SIGKILL && crashing(k))) {
+	/* A new mount whose first server died before serving: nobody uses
+	 * it yet, and the cause is likely to stay. */
+	if (k->stopping || !k->served || (k->crashed && crashing(k))) {
 		g_warning("the server died (%s) %s: giving up",
 			  strsignal(WTERMSIG(status)),
 			  k->stopping ? "while stopping" :
-			  !k->ready ? "before serving" : "again and again");
+			  !k->served ? "before serving" : "again and again");
 		*exit_status = 1;
 		return TRUE;
 	}
 	g_warning("the server died (%s): starting another; clients wait, "
 		  "the mount stays", strsignal(WTERMSIG(status)));
-	start_server(k);
-	return FALSE;
+	return !start_or_retry(k, exit_status);
 }
 
 static void server_ready(struct keeper *k)
@@ -324,29 +406,73 @@ static void server_ready(struct keeper *k)
 		c = 1;
 	close(k->ready_fd);
 	k->ready_fd = -1;
-	if (c != 0 || k->ready)
+	if (c != 0)
 		return;
-	k->ready = TRUE;
-	if (k->cfg->on_ready)
+	k->served = TRUE;
+	if (k->ready && !k->reloading)
+		return;
+	k->reloading = FALSE;
+	if (!k->ready && k->cfg->on_ready)
 		k->cfg->on_ready();
+	k->ready = TRUE;
 	sd_notifyf(0, "READY=1\nMAINPID=%d\nSTATUS=serving %s", (int)getpid(),
 		   k->cfg->mountpoint);
 }
 
-static void on_signal(struct keeper *k, int sig)
+/* SIGHUP, SIGTERM or SIGINT: FALSE if the keeper must end now. */
+static gboolean on_signal(struct keeper *k, int sig, int *exit_status)
 {
-	if (!k->server)
-		return;
 	if (sig == SIGHUP) {
-		/* Have the server hand over, then run the binary on disk. */
+		/* Have the server hand over, then run the binary on disk
+		 * (at once if no server runs). */
+		if (k->stopping)
+			return TRUE;
 		k->upgrading = TRUE;
 		sd_notify(0, "RELOADING=1");
+		if (!k->server)
+			return upgrade_now(k, exit_status);
 		kill(k->server, SIGUSR2);
-	} else {
-		k->stopping = TRUE;
-		sd_notify(0, "STOPPING=1");
-		kill(k->server, SIGTERM);
+		return TRUE;
 	}
+	k->stopping = TRUE;
+	sd_notify(0, "STOPPING=1");
+	if (!k->server) {
+		*exit_status = 0;
+		return FALSE;
+	}
+	kill(k->server, SIGTERM);
+	return TRUE;
+}
+
+/* The next signal, or 0 after timeout_ms (-1: none) or when the ready
+ * pipe has something.  Without signalfd (it failed), sigtimedwait() in
+ * steps of 50 ms, the pipe looked at between them. */
+static int next_signal(struct keeper *k, int sfd, const sigset_t *set,
+		       int timeout_ms)
+{
+	struct pollfd fds[] = { { sfd, POLLIN, 0 }, { k->ready_fd, POLLIN, 0 } };
+	struct signalfd_siginfo si;
+
+	if (sfd < 0) {
+		int step = timeout_ms < 0 ? 50 : MIN(timeout_ms, 50);
+		struct timespec ts = { 0, step * 1000000L };
+		int sig;
+
+		sig = sigtimedwait(set, NULL, &ts);
+		/* After: a server that said it serves and then died is
+		 * seen to have served. */
+		if (poll(&fds[1], 1, 0) > 0)
+			server_ready(k);
+		return sig > 0 ? sig : 0;
+	}
+	if (poll(fds, 2, timeout_ms) <= 0)
+		return 0;
+	if (fds[1].revents)
+		server_ready(k);
+	if ((fds[0].revents & POLLIN) &&
+	    read(sfd, &si, sizeof(si)) == sizeof(si))
+		return (int)si.ssi_signo;
+	return 0;
 }
 
 int keeper_run(const struct keeper_config *cfg)
@@ -354,7 +480,7 @@ int keeper_run(const struct keeper_config *cfg)
 	struct keeper k = { .cfg = cfg, .ready_fd = -1 };
 	g_autoptr(GError) error = NULL;
 	int exit_status = 0, sfd, status;
-	sigset_t set;
+	sigset_t set, all;
 
 	k.conns[k.n_conns++] = (struct conn){ .name = "powerfs",
 					      .mountpoint = cfg->mountpoint };
@@ -367,34 +493,43 @@ int keeper_run(const struct keeper_config *cfg)
 			.name = "powerfs-wr",
 			.mountpoint = cfg->wakeup_reasons_dir };
 	k.exe = g_file_read_link("/proc/self/exe", NULL);
+	/* The last server crashed (said by the keeper that executed us). */
+	k.crashed = g_getenv("POWERFS_SERVER_CRASHED") != NULL;
+	g_unsetenv("POWERFS_SERVER_CRASHED");
 	sigemptyset(&set);
 	sigaddset(&set, SIGCHLD);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
-	sigprocmask(SIG_BLOCK, &set, NULL);
+	/* The servers' signals too: blocked in a server from its fork on. */
+	server_signals(&all);
+	sigorset(&all, &all, &set);
+	sigprocmask(SIG_BLOCK, &all, NULL);
 	sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	if (sfd < 0)
+		g_warning("signalfd: %s; waiting for signals without it",
+			  g_strerror(errno));
 	if (!get_connections(&k, &error)) {
 		g_printerr("powerfs: %s\n", error->message);
-		disconnect(&k);
-		return 2;
+		exit_status = 2;
+		goto out;
 	}
-	start_server(&k);
+	if (!start_or_retry(&k, &exit_status))
+		goto out;
 	for (;;) {
-		struct pollfd fds[] = {
-			{ sfd, POLLIN, 0 }, { k.ready_fd, POLLIN, 0 },
-		};
-		struct signalfd_siginfo si;
+		gint64 now = g_get_monotonic_time();
+		int timeout = k.retry_at ?
+			(int)MAX(0, (k.retry_at - now + 999) / 1000) : -1;
+		int sig = next_signal(&k, sfd, &set, timeout);
 
-		if (poll(fds, k.ready_fd >= 0 ? 2 : 1, -1) < 0)
+		if (k.retry_at && g_get_monotonic_time() >= k.retry_at &&
+		    !k.server && !start_or_retry(&k, &exit_status))
+			goto out;
+		if (!sig)
 			continue;
-		if (fds[1].revents)
-			server_ready(&k);
-		if (!(fds[0].revents & POLLIN) ||
-		    read(sfd, &si, sizeof(si)) != sizeof(si))
-			continue;
-		if (si.ssi_signo != SIGCHLD) {
-			on_signal(&k, (int)si.ssi_signo);
+		if (sig != SIGCHLD) {
+			if (!on_signal(&k, sig, &exit_status))
+				goto out;
 			continue;
 		}
 		while (k.server && waitpid(k.server, &status, WNOHANG) ==
@@ -407,8 +542,17 @@ out:
 	if (k.ready)
 		g_message("%s: no longer kept (exit status %d)",
 			  cfg->mountpoint, exit_status);
-	if (cfg->own_state_file && exit_status == 0)
+	/* However the keeper ends, the mount goes: nothing restores this
+	 * file (its name is this keeper's pid). */
+	if (cfg->own_state_file) {
+		g_autofree char *tmp = g_strconcat(cfg->own_state_file, ".tmp",
+						   NULL);
+
 		unlink(cfg->own_state_file);
+		unlink(tmp);
+	}
+	if (sfd >= 0)
+		close(sfd);
 	g_free(k.exe);
 	return exit_status;
 }

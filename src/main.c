@@ -681,6 +681,16 @@ static char **server_argv;
 
 static void become_keeper(void)
 {
+	sigset_t keepers;
+
+	/* The keeper's signals wait for it to handle them (keeper_run()):
+	 * a SIGHUP or SIGTERM must not end it while it starts. */
+	sigemptyset(&keepers);
+	sigaddset(&keepers, SIGHUP);
+	sigaddset(&keepers, SIGTERM);
+	sigaddset(&keepers, SIGINT);
+	sigaddset(&keepers, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &keepers, NULL);
 	g_setenv("POWERFS_KEEPER_FDS", g_getenv("POWERFS_FDS"), TRUE);
 	g_unsetenv("POWERFS_FDS");
 	g_unsetenv("POWERFS_READY_FD");
@@ -727,6 +737,7 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 	const struct pf_attr *attrs;
 	guint n_attrs;
 	struct pf_fs *fs;
+	sigset_t handled;
 	int status = 0;
 
 	clock = pf_clock_new_monotonic();
@@ -781,6 +792,9 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 			fail(1, "%s", error->message);
 		}
 	}
+	/* Every session has read it (fuse-session.c): not for a keeper
+	 * this process may become. */
+	g_unsetenv("POWERFS_SERVER_CRASHED");
 	/* Before the state file: owners saved by a previous run win. */
 	if (opt.owner)
 		pf_fs_chown_writable(fs, owner_uid, owner_gid);
@@ -798,17 +812,18 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 	g_unix_signal_add(SIGINT, end_loop_on_signal, (gpointer)&stopped);
 	g_unix_signal_add(SIGHUP, ignore_hup, NULL);
 	if (g_getenv("POWERFS_FDS")) {
-		sigset_t usr1;
-
 		g_unix_signal_add(SIGUSR2, end_loop_on_signal,
 				  (gpointer)&handing_over);
 		g_unix_signal_add(SIGUSR1, end_loop_on_signal,
 				  (gpointer)&keeping);
-		/* Blocked by the keeper until now (see keeper.c). */
-		sigemptyset(&usr1);
-		sigaddset(&usr1, SIGUSR1);
-		pthread_sigmask(SIG_UNBLOCK, &usr1, NULL);
 	}
+	/* Blocked by the keeper until now (see keeper.c): an upgrade asked
+	 * for, or the keeper's death, while we started is handled now. */
+	sigemptyset(&handled);
+	sigaddset(&handled, SIGUSR1);
+	sigaddset(&handled, SIGUSR2);
+	sigaddset(&handled, SIGHUP);
+	pthread_sigmask(SIG_UNBLOCK, &handled, NULL);
 	report_ready();
 	/* Under systemd (Type=notify) without a keeper, which otherwise
 	 * speaks for us: the mount is live now. */

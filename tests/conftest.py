@@ -165,8 +165,9 @@ def _die_with_this_process():
 class Powerfs:
     """One powerfs process serving one mount point."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, env=None):
         self.args = [str(a) for a in args]
+        self.env = env          # the keeper's environment, if not ours
         self.tmpdir = tempfile.mkdtemp(prefix="powerfs-test-")
         # Other users (setuid children) must reach the mount point.
         os.chmod(self.tmpdir, 0o755)
@@ -189,7 +190,7 @@ class Powerfs:
             # harness), the keeper gets SIGTERM and unmounts, instead of
             # serving on with nobody to stop it.
             self.proc = subprocess.Popen(
-                [POWERFS, "-f", *self.args, self.mnt],
+                [POWERFS, "-f", *self.args, self.mnt], env=self.env,
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, preexec_fn=_die_with_this_process)
         deadline = time.monotonic() + MOUNT_TIMEOUT
