@@ -248,7 +248,7 @@ class Model:
         self.sleeps = []         # (w0, w1, t0, t1, kind): the host slept
         self.backoffs = []       # (w, result, pause_ms)
         self.count_write_fail = 0
-        self.count_reads = 0
+        self.reads = []          # (w, n, uid or None): wakeup_count reads
         self.active_counter = []  # (w, number of active sources)
         self.want_counter = want_counter
         self.events = 0
@@ -391,7 +391,7 @@ class Model:
                             last_w = w
                             continue
                     elif ev == "count_read":
-                        self.count_reads += 1
+                        self.reads.append((w, 1, e.get("uid")))
                         count += 1
                         last_t = t
                         last_w = w
@@ -485,7 +485,9 @@ class Model:
                 self.activate(s, r[1], r[2], OPEN_START)
                 self.deactivate(s, t, w, OPEN_START)
         elif ev == "count_read":
-            self.count_reads += 1
+            self.reads.append((w, 1, e.get("uid")))
+        elif ev == "count_reads":
+            self.count_reads(e, w)
         elif ev == "count_write":
             if e.get("result"):
                 self.count_write_fail += 1
@@ -525,6 +527,20 @@ class Model:
         self.last_w = w
         # The inline path of feed() needs a run in progress.
         self.fast = self.runs[self.run][5] is None
+
+    def count_reads(self, e, w):
+        """Reads powerfs coalesced: n in all, by uid, and by other uids."""
+        n, uids, other = e["n"], e.get("uids", {}), e.get("other_uids", 0)
+        if type(n) is not int or not isinstance(uids, dict) or \
+                type(other) is not int or \
+                not all(type(k) is str and k.isdigit() and type(v) is int
+                        for k, v in uids.items()):
+            raise BadEvent('"n", "uids" or "other_uids" malformed')
+        for k, v in uids.items():
+            self.reads.append((w, v, int(k)))
+        rest = n - sum(uids.values())
+        if rest > 0:
+            self.reads.append((w, rest, None))
 
     def suspend(self, e, t, w):
         result = e.get("result", 0)
@@ -642,6 +658,11 @@ class Report:
         self.suspends = [r for r in m.suspends if r["w1"] >= lo]
         self.failed = [r for r in self.suspends if r["result"] != 0]
         self.backoffs = [b for b in m.backoffs if b[0] >= lo]
+        reads = {}
+        for w, n, uid in m.reads:
+            if w >= lo:
+                reads[uid] = reads.get(uid, 0) + n
+        self.reads = reads       # uid (None: not said) -> wakeup_count reads
         runs = []
         for r in m.runs:
             if r[4] < lo:
@@ -721,6 +742,20 @@ class Report:
         self.n_suspends = n_susp
         self.n_sleeps = len(self.sleeps) - n_susp
         self.autosleep_us = sum(iv[3] - iv[2] for iv in self.autosleep)
+
+
+def reads_text(rep):
+    """The wakeup_count reads of the window, by uid, most first."""
+    total = sum(rep.reads.values())
+    if not total:
+        return "none"
+    by = sorted(rep.reads.items(), key=lambda kv: (-kv[1], kv[0] is None,
+                                                   kv[0] or 0))
+    parts = [f"uid {u} {n}" if u is not None else f"other uids {n}"
+             for u, n in by[:5]]
+    if len(by) > 5:
+        parts.append(f"+{len(by) - 5} more uids")
+    return f"{total} ({', '.join(parts)})"
 
 
 def errname(result):
@@ -855,6 +890,7 @@ def write_text(rep, top, out):
         p("  most recent:")
         for r in rep.failed[-top:]:
             p(f"    {fmt_wall(r['w1'])}  {r['by'] or '-':<9} {cause_of(r)}")
+    p(f"wakeup_count reads: {reads_text(rep)}")
     if m.count_write_fail:
         p(f"wakeup_count writes refused: {m.count_write_fail}")
     if rep.backoffs:
@@ -1388,6 +1424,8 @@ def write_html(rep, top, max_rows, f):
         a("</table>")
     else:
         a("<p>None.</p>")
+    a(f'<p data-reads="{sum(rep.reads.values())}">wakeup_count reads: '
+      f"{esc(reads_text(rep))}</p>")
     a('<div id="tip"></div>')
     a(f"<script>{JS}</script></body></html>\n")
     f.write("".join(h))
