@@ -64,7 +64,6 @@ def _world_readable_copy(src):
 CLIENT = _world_readable_copy(_SOURCE)
 PYTHON = "/usr/bin/python3"
 SIM = "--powerfs-opt=--simulate-sleep-ms=50"
-FREEZER = "/sys/fs/cgroup/freezer"
 
 _spec = importlib.util.spec_from_file_location("android_client", CLIENT)
 client = importlib.util.module_from_spec(_spec)
@@ -586,13 +585,16 @@ def cg_read(path):
 
 
 def test_freezer_with_reader_blocked_in_wakeup_count(mount):
-    if not os.path.isdir(FREEZER) or \
-            not os.path.exists(os.path.join(FREEZER, "cgroup.procs")):
-        pytest.skip(f"no cgroup v1 freezer at {FREEZER}")
+    """Android freezes apps with the cgroup v1 freezer."""
+    with conftest.freezer_root("v1") as root:
+        freeze_a_blocked_reader(mount, root)
+
+
+def freeze_a_blocked_reader(mount, root):
     p = mount("--simulate-sleep-ms=50")
     n = p.count()
     p.lock("frz")
-    cg = os.path.join(FREEZER, f"powerfs-test-android-{uuid.uuid4().hex[:12]}")
+    cg = os.path.join(root, f"powerfs-test-android-{uuid.uuid4().hex[:12]}")
     proc = subprocess.Popen([PYTHON, CLIENT, "blocked_reader",
                              p.path("wakeup_count")],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -637,7 +639,7 @@ def test_freezer_with_reader_blocked_in_wakeup_count(mount):
             if os.path.exists(cg):
                 cg_write(os.path.join(cg, "freezer.state"), "THAWED")
                 if proc.poll() is None:
-                    cg_write(os.path.join(FREEZER, "cgroup.procs"),
+                    cg_write(os.path.join(root, "cgroup.procs"),
                              str(proc.pid))
         finally:
             if proc.poll() is None:

@@ -19,14 +19,9 @@ import time
 
 import pytest
 
-from conftest import Reader, raises_errno, timed, wait_until
+from conftest import Reader, freezer_root, raises_errno, timed, wait_until
 
 BUSYBOX = shutil.which("busybox")
-FREEZER_V1 = "/sys/fs/cgroup/freezer"
-CGROUP_V2 = next((d for d in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
-                  if os.path.exists(os.path.join(d, "cgroup.procs"))
-                  and os.path.exists(os.path.join(d, "cgroup.subtree_control"))),
-                 None)
 
 FILES = ["state", "wake_lock", "wake_unlock", "wakeup_count", "autosleep",
          "suspend_stats/success", "suspend_stats/last_failed_step"]
@@ -427,8 +422,8 @@ def remove_cgroup(cg):
 
 
 FREEZERS = {
-    "v1": (FREEZER_V1, freeze_v1, frozen_v1, thaw_v1),
-    "v2": (CGROUP_V2, freeze_v2, frozen_v2, thaw_v2),
+    "v1": (freeze_v1, frozen_v1, thaw_v1),
+    "v2": (freeze_v2, frozen_v2, thaw_v2),
 }
 
 
@@ -438,12 +433,12 @@ def test_freezer_freezes_a_busybox_cat_of_wakeup_count(pfs, version):
     """busybox cat reads with sendfile(2): blocked in wakeup_count, it must
     freeze within 1 s, never sit in D state, and print the count after the
     thaw and the unlock."""
-    root, freeze, frozen, thaw = FREEZERS[version]
-    if not root or not os.path.isdir(root) or \
-            (version == "v1" and
-             not os.path.exists(os.path.join(root, "freezer.state"))
-             and not os.path.exists(os.path.join(root, "cgroup.procs"))):
-        pytest.skip(f"no cgroup {version} freezer here")
+    freeze, frozen, thaw = FREEZERS[version]
+    with freezer_root(version) as root:
+        freeze_a_busybox_cat(pfs, version, root, freeze, frozen, thaw)
+
+
+def freeze_a_busybox_cat(pfs, version, root, freeze, frozen, thaw):
     n = pfs.count()
     pfs.lock("held")
     cg = os.path.join(root, f"powerfs-test-{os.getpid()}-{version}")
@@ -526,16 +521,19 @@ def test_two_blocked_page_cache_readers_wait_apart(pfs, second):
 
 
 @pytest.mark.skipif(not BUSYBOX, reason="busybox is not installed")
-def test_freezer_freezes_the_second_busybox_cat(pfs):
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_freezer_freezes_the_second_busybox_cat(pfs, version):
     """Two busybox cat readers of wakeup_count blocked at once (one per
     container, say): freezing the second's cgroup takes under 1 s."""
-    root, freeze, frozen, thaw = FREEZERS["v1"]
-    if not root or not os.path.exists(os.path.join(root, "freezer.state")) \
-            and not os.path.exists(os.path.join(root, "cgroup.procs")):
-        pytest.skip("no cgroup v1 freezer here")
+    freeze, frozen, thaw = FREEZERS[version]
+    with freezer_root(version) as root:
+        freeze_the_second(pfs, version, root, freeze, frozen, thaw)
+
+
+def freeze_the_second(pfs, version, root, freeze, frozen, thaw):
     n = pfs.count()
     pfs.lock("held")
-    cg = os.path.join(root, f"powerfs-test-{os.getpid()}-second")
+    cg = os.path.join(root, f"powerfs-test-{os.getpid()}-second-{version}")
     os.mkdir(cg)
     procs = [busybox_reader(pfs.path("wakeup_count")) for _ in range(2)]
     try:
