@@ -522,6 +522,12 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	 * page cache's reads (sendfile, splice, mmap) have none. */
 	gboolean pagecache = fi->lock_owner == 0;
 
+	/* Which way the kernel sent it: Linux 6.5 and later send sendfile(2)
+	 * and splice(2) through the page cache, older kernels as read(2). */
+	if (req_fs(req)->debug)
+		g_debug("read %s at %lld, %zu bytes: %s", node_name(of->node),
+			(long long)off, size,
+			pagecache ? "through the page cache" : "direct");
 	if (pagecache && of->node->attr->debugfs)
 		fuse_reply_err(req, EINVAL);	/* debugfs cannot be spliced */
 	else if (of->node->attr->show_rows)
