@@ -220,6 +220,11 @@ def become(uid, groups, caps=(), ambient=False):
         set_caps(())
 
 
+# conftest.py's POWERFS_TEST_TIME_SCALE, which powerfs-container passes on:
+# the deadlines here stretch with the suite's.
+TIME_SCALE = max(1.0, float(os.environ.get("POWERFS_TEST_TIME_SCALE") or 1))
+
+
 class ChildFailed(Exception):
     pass
 
@@ -258,6 +263,7 @@ class Child:
         self.pid, self.r, self.buf = pid, r, b""
 
     def wait(self, timeout=10.0):
+        timeout *= TIME_SCALE
         deadline = mono() + timeout
         try:
             while True:
