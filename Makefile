@@ -101,11 +101,12 @@ check: deps
 
 # The real-system test: a Debian 12 VM (qemu, software emulation) with systemd,
 # logind, D-Bus and polkit that really suspends; the host never sleeps.  Builds
-# the guest image once (build/vm/, 5 to 6 minutes here, needs a Debian mirror),
-# then boots it and runs the checks of scripts/vm/guest/checks.py.
+# the guest image once (build/vm/, 1.5 to 6 minutes here, needs a Debian
+# mirror), then boots it and runs the checks of scripts/vm/guest/checks.py,
+# then the pytest modules of scripts/vm/guest/pytest-modules on its kernel.
 check-vm:
 	scripts/install-deps.sh --vm
-	$(MAKE) powerfs
+	$(MAKE) powerfs powerfs-report
 	$(PYTHON) scripts/vm/run $(VM_ARGS)
 
 run:

@@ -24,6 +24,16 @@
  * to PATH.1 (replacing the previous one) and begins PATH again, always at
  * a line boundary.  A crash can leave the last line torn; the next start
  * ends it with a newline, which the report knows to skip.
+ *
+ * So whoever makes events fast enough pushes older ones out of both files.
+ * Any local user may read wakeup_count (mode 0644), as fast as it likes:
+ * the reads it makes must not erase the record of who kept the machine
+ * awake.  A count_read line is written while the readers' budget lasts
+ * (READ_BURST lines, one more every READ_EVERY_US); past it, reads are
+ * coalesced into one count_reads line, written before the next event of
+ * any other kind, or after READS_SPAN_US of reads, or at close.  Reads
+ * then cost at most one line per other event and a few lines a minute,
+ * whatever their rate.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -48,6 +58,29 @@
  * reused that fast (the kernel hands pids out in increasing order up to
  * pid_max before it wraps). */
 #define CALLER_TRUST_US G_USEC_PER_SEC
+/* The readers' budget of count_read lines, and the longest a count_reads
+ * line gathers reads. */
+#define READ_BURST 10
+#define READ_EVERY_US (10 * G_USEC_PER_SEC)
+#define READS_SPAN_US (60 * G_USEC_PER_SEC)
+/* Readers counted by uid in a count_reads line; others are summed. */
+#define READS_UIDS 4
+
+/* wakeup_count reads that were not given a line of their own. */
+struct reads {
+	guint64 n;		/* 0: none pending */
+	gint64 t0, wall0;	/* the first one's times */
+	gint64 t, wall;		/* the last one's */
+	gint64 flush_at;	/* g_get_monotonic_time() to write them by */
+	guint count;		/* the count the last one returned */
+	pid_t pid;		/* the last one's reader */
+	guint nuids;
+	struct {
+		uid_t uid;
+		guint64 n;
+	} uids[READS_UIDS];
+	guint64 other_uids;	/* reads by further uids */
+};
 
 struct caller_info {
 	guint64 pidns;		/* inode of /proc/PID/ns/pid */
@@ -78,6 +111,9 @@ struct journal {
 	/* The loop's own (recorders hold the loop lock). */
 	GHashTable *callers;	/* pid -> struct caller_info */
 	gint64 handshake_t;	/* a wakeup_count write armed it, or 0 */
+	gint64 read_tat;	/* the readers' budget: when it is full again
+				 * (a GCRA's theoretical arrival time) */
+	struct reads reads;	/* coalesced, not yet written */
 };
 
 /* --- JSON ------------------------------------------------------------- */
@@ -172,6 +208,42 @@ static void append_src(GString *out, const char *name, gsize len)
 {
 	pf_string_append(out, ",\"src\":");
 	append_name(out, name, len, "src_hex");
+}
+
+static void append_line_start(GString *out, const char *ev, gint64 t,
+			      gint64 wall)
+{
+	append_i64(out, "{\"t\":", t);
+	append_i64(out, ",\"wall\":", wall);
+	pf_string_append(out, ",\"ev\":\"");
+	pf_string_append(out, ev);
+	g_string_append_c(out, '"');
+}
+
+/* The coalesced reads as one count_reads line, with j->lock taken. */
+static void append_reads(struct journal *j)
+{
+	struct reads *r = &j->reads;
+	GString *out = j->pending;
+
+	if (!r->n)
+		return;
+	append_line_start(out, "count_reads", r->t, r->wall);
+	append_u64(out, ",\"n\":", r->n);
+	append_i64(out, ",\"since\":", r->t0);
+	append_i64(out, ",\"since_wall\":", r->wall0);
+	append_u64(out, ",\"count\":", r->count);
+	append_i64(out, ",\"pid\":", r->pid);
+	pf_string_append(out, ",\"uids\":{");
+	for (guint i = 0; i < r->nuids; i++) {
+		append_u64(out, i ? ",\"" : "\"", r->uids[i].uid);
+		append_u64(out, "\":", r->uids[i].n);
+	}
+	g_string_append_c(out, '}');
+	if (r->other_uids)
+		append_u64(out, ",\"other_uids\":", r->other_uids);
+	pf_string_append(out, "}\n");
+	memset(r, 0, sizeof(*r));
 }
 
 /* --- the writer thread ------------------------------------------------- */
@@ -271,8 +343,13 @@ static gpointer writer_main(gpointer data)
 	for (;;) {
 		gint64 until;
 
-		while (!j->pending->len && !j->closing)
-			g_cond_wait(&j->wake, &j->lock);
+		while (!j->pending->len && !j->closing) {
+			if (!j->reads.n)
+				g_cond_wait(&j->wake, &j->lock);
+			else if (!g_cond_wait_until(&j->wake, &j->lock,
+						    j->reads.flush_at))
+				append_reads(j);	/* they are due */
+		}
 		if (!j->pending->len && j->closing)
 			break;
 		/* Let a burst gather into one write. */
@@ -302,7 +379,8 @@ static gpointer writer_main(gpointer data)
 /* --- recording ---------------------------------------------------------- */
 
 /* Begins a line at times t, wall in j->pending, with j->lock taken; NULL
- * (and nothing taken) without a journal.  record_end() finishes it. */
+ * (and nothing taken) without a journal.  record_end() finishes it.
+ * Coalesced reads are written first, unless this is a read. */
 static GString *record_begin_at(struct journal *j, const char *ev, gint64 t,
 				gint64 wall)
 {
@@ -315,6 +393,8 @@ static GString *record_begin_at(struct journal *j, const char *ev, gint64 t,
 		return NULL;
 	}
 	j->first = j->pending->len == 0;
+	if (strcmp(ev, "count_read") != 0)
+		append_reads(j);
 	if (j->lost) {
 		g_string_append_printf(j->pending,
 				       "{\"t\":%" G_GINT64_FORMAT
@@ -324,11 +404,7 @@ static GString *record_begin_at(struct journal *j, const char *ev, gint64 t,
 				       t, wall, j->lost);
 		j->lost = 0;
 	}
-	append_i64(j->pending, "{\"t\":", t);
-	append_i64(j->pending, ",\"wall\":", wall);
-	pf_string_append(j->pending, ",\"ev\":\"");
-	pf_string_append(j->pending, ev);
-	g_string_append_c(j->pending, '"');
+	append_line_start(j->pending, ev, t, wall);
 	return j->pending;
 }
 
@@ -514,11 +590,64 @@ void journal_gc(struct journal *j, const char *name)
 	record_source(j, "gc", name);
 }
 
+/* Gives the read a count_read line if the readers' budget has one and no
+ * reads are being coalesced (their line comes first); else counts it in
+ * j->reads.  With j->lock taken.  *wake: the writer must learn that reads
+ * began to gather (it writes them out after READS_SPAN_US). */
+static gboolean read_gets_a_line(struct journal *j, guint count, pid_t pid,
+				 uid_t uid, gint64 t, gint64 wall,
+				 gboolean *wake)
+{
+	struct reads *r = &j->reads;
+	guint i;
+
+	if (!r->n && t >= j->read_tat - (READ_BURST - 1) * READ_EVERY_US) {
+		j->read_tat = MAX(j->read_tat, t) + READ_EVERY_US;
+		return TRUE;
+	}
+	if (!r->n++) {
+		r->t0 = t;
+		r->wall0 = wall;
+		r->flush_at = g_get_monotonic_time() + READS_SPAN_US;
+		*wake = TRUE;
+	}
+	r->t = t;
+	r->wall = wall;
+	r->count = count;
+	r->pid = pid;
+	for (i = 0; i < r->nuids && r->uids[i].uid != uid; i++)
+		;
+	if (i < r->nuids) {
+		r->uids[i].n++;
+	} else if (i < READS_UIDS) {
+		r->uids[i].uid = uid;
+		r->uids[i].n = 1;
+		r->nuids++;
+	} else {
+		r->other_uids++;
+	}
+	return FALSE;
+}
+
 void journal_count_read(struct journal *j, guint count, pid_t pid,
 			uid_t uid)
 {
-	GString *out = record_begin(j, "count_read");
+	gboolean line, wake = FALSE;
+	gint64 t, wall;
+	GString *out;
 
+	if (!j)
+		return;
+	t = pf_clock_now(j->clock);
+	wall = g_get_real_time();
+	g_mutex_lock(&j->lock);
+	line = read_gets_a_line(j, count, pid, uid, t, wall, &wake);
+	g_mutex_unlock(&j->lock);
+	if (wake)
+		g_cond_signal(&j->wake);
+	if (!line)
+		return;
+	out = record_begin_at(j, "count_read", t, wall);
 	if (!out)
 		return;
 	g_string_append_printf(out, ",\"count\":%u", count);
@@ -719,6 +848,7 @@ void journal_close(struct journal *j)
 	if (!j)
 		return;
 	g_mutex_lock(&j->lock);
+	append_reads(j);
 	j->closing = TRUE;
 	g_cond_signal(&j->wake);
 	g_mutex_unlock(&j->lock);

@@ -23,6 +23,12 @@ Options:
                     the others are counted on an "N more sources" line
   --help            this text
 
+Names: a source name (or a container's cgroup) is shown as its bytes would
+look, safely: a backslash as \\\\, and every byte of what a terminal or a page
+could take for something other than text (control characters, escape
+sequences, bidirectional and other invisible format characters, bytes that
+are not UTF-8) as \\xNN.
+
 Times: the timeline's axis is wall-clock time (local time zone); durations
 come from CLOCK_MONOTONIC within one boot, so the time the host spent
 suspended never counts as active time.  "Prevent-suspend time" is the time a
@@ -80,6 +86,38 @@ class UsageError(Exception):
 
 class BadEvent(Exception):
     pass
+
+
+# ---------------------------------------------------------------------------
+# Names as they may be shown
+
+def _escape_char(ch):
+    if ch == "\\":
+        return "\\\\"
+    o = ord(ch)
+    if 0xDC80 <= o <= 0xDCFF:       # a byte that is not UTF-8 (surrogateescape)
+        return f"\\x{o - 0xDC00:02x}"
+    if ch.isprintable():
+        return ch
+    return "".join(f"\\x{b:02x}" for b in ch.encode("utf-8", "surrogatepass"))
+
+
+def safe_name(text):
+    """A name from a journal as it may reach a terminal or a page: printable
+    characters as they are, a backslash doubled, and each byte of anything
+    else as \\xNN: C0 and C1 controls (an ESC sequence included), and what
+    str.isprintable() refuses, the Unicode categories Other and Separator
+    (bidirectional controls such as U+202E and U+2066, zero-width and other
+    format characters, line and paragraph separators, unassigned code
+    points), but the space."""
+    if text.isprintable() and "\\" not in text:
+        return text
+    return "".join(map(_escape_char, text))
+
+
+def safe_bytes(data):
+    """safe_name() of a name's bytes: those that are not UTF-8 as \\xNN too."""
+    return safe_name(data.decode("utf-8", "surrogateescape"))
 
 
 # ---------------------------------------------------------------------------
@@ -206,7 +244,8 @@ class Journal:
 class Source:
     __slots__ = ("key", "name", "hex", "since_t", "since_w", "since_flags",
                  "deadline", "intervals", "locks", "owners", "expires", "gcs",
-                 "active_us", "prevent_us", "count", "longest", "tid")
+                 "active_us", "prevent_us", "count", "longest", "tid",
+                 "_label")
 
     def __init__(self, key, name, hexname):
         self.key, self.name, self.hex = key, name, hexname
@@ -219,11 +258,21 @@ class Source:
         self.owners = {}         # (cgroup, pidns, uid) -> activations
         self.expires = 0
         self.gcs = 0
+        self._label = None
 
     def label(self):
-        if self.hex:
-            return f"{self.name} [0x{self.hex}]"
-        return self.name
+        """The name as it may be shown: safe_name(), of its bytes when the
+        journal gave them (a name that is not UTF-8)."""
+        if self._label is None:
+            data = None
+            if self.hex:
+                try:
+                    data = bytes.fromhex(self.hex)
+                except ValueError:
+                    pass
+            self._label = safe_bytes(data) if data is not None \
+                else safe_name(self.name)
+        return self._label
 
 
 def container_of(cgroup, pidns):
@@ -248,7 +297,7 @@ class Model:
         self.sleeps = []         # (w0, w1, t0, t1, kind): the host slept
         self.backoffs = []       # (w, result, pause_ms)
         self.count_write_fail = 0
-        self.count_reads = 0
+        self.reads = []          # (w, n, uid or None): wakeup_count reads
         self.active_counter = []  # (w, number of active sources)
         self.want_counter = want_counter
         self.events = 0
@@ -391,7 +440,7 @@ class Model:
                             last_w = w
                             continue
                     elif ev == "count_read":
-                        self.count_reads += 1
+                        self.reads.append((w, 1, e.get("uid")))
                         count += 1
                         last_t = t
                         last_w = w
@@ -485,7 +534,9 @@ class Model:
                 self.activate(s, r[1], r[2], OPEN_START)
                 self.deactivate(s, t, w, OPEN_START)
         elif ev == "count_read":
-            self.count_reads += 1
+            self.reads.append((w, 1, e.get("uid")))
+        elif ev == "count_reads":
+            self.count_reads(e, w)
         elif ev == "count_write":
             if e.get("result"):
                 self.count_write_fail += 1
@@ -525,6 +576,20 @@ class Model:
         self.last_w = w
         # The inline path of feed() needs a run in progress.
         self.fast = self.runs[self.run][5] is None
+
+    def count_reads(self, e, w):
+        """Reads powerfs coalesced: n in all, by uid, and by other uids."""
+        n, uids, other = e["n"], e.get("uids", {}), e.get("other_uids", 0)
+        if type(n) is not int or not isinstance(uids, dict) or \
+                type(other) is not int or \
+                not all(type(k) is str and k.isdigit() and type(v) is int
+                        for k, v in uids.items()):
+            raise BadEvent('"n", "uids" or "other_uids" malformed')
+        for k, v in uids.items():
+            self.reads.append((w, v, int(k)))
+        rest = n - sum(uids.values())
+        if rest > 0:
+            self.reads.append((w, rest, None))
 
     def suspend(self, e, t, w):
         result = e.get("result", 0)
@@ -642,6 +707,11 @@ class Report:
         self.suspends = [r for r in m.suspends if r["w1"] >= lo]
         self.failed = [r for r in self.suspends if r["result"] != 0]
         self.backoffs = [b for b in m.backoffs if b[0] >= lo]
+        reads = {}
+        for w, n, uid in m.reads:
+            if w >= lo:
+                reads[uid] = reads.get(uid, 0) + n
+        self.reads = reads       # uid (None: not said) -> wakeup_count reads
         runs = []
         for r in m.runs:
             if r[4] < lo:
@@ -723,6 +793,20 @@ class Report:
         self.autosleep_us = sum(iv[3] - iv[2] for iv in self.autosleep)
 
 
+def reads_text(rep):
+    """The wakeup_count reads of the window, by uid, most first."""
+    total = sum(rep.reads.values())
+    if not total:
+        return "none"
+    by = sorted(rep.reads.items(), key=lambda kv: (-kv[1], kv[0] is None,
+                                                   kv[0] or 0))
+    parts = [f"uid {u} {n}" if u is not None else f"other uids {n}"
+             for u, n in by[:5]]
+    if len(by) > 5:
+        parts.append(f"+{len(by) - 5} more uids")
+    return f"{total} ({', '.join(parts)})"
+
+
 def errname(result):
     if not result:
         return "OK"
@@ -743,12 +827,11 @@ def cause_of(rec):
     names, more = blocking_of(rec)
     err = errname(rec["result"])
     step = rec["step"] or "-"
+    who = ", ".join(map(safe_name, names)) + (f" +{more} more" if more else "")
     if rec["step"] == "freeze" and rec["result"] == -errno_mod.EBUSY and \
             (names or more):
-        who = ", ".join(names) + (f" +{more} more" if more else "")
         return f"wakeup event: {who}"
     if names or more:
-        who = ", ".join(names) + (f" +{more} more" if more else "")
         return f"{err} at step {step} (active: {who})"
     return f"{err} at step {step}"
 
@@ -791,6 +874,7 @@ def owner_text(s):
         merged[k] = merged.get(k, 0) + n
     items = sorted(merged.items(), key=lambda kv: (-kv[1], str(kv[0])))
     (cont, uid), _ = items[0]
+    cont = safe_name(cont)
     out = f"{cont} uid {uid}" if uid is not None else cont
     if len(items) > 1:
         out += f" (+{len(items) - 1})"
@@ -855,6 +939,7 @@ def write_text(rep, top, out):
         p("  most recent:")
         for r in rep.failed[-top:]:
             p(f"    {fmt_wall(r['w1'])}  {r['by'] or '-':<9} {cause_of(r)}")
+    p(f"wakeup_count reads: {reads_text(rep)}")
     if m.count_write_fail:
         p(f"wakeup_count writes refused: {m.count_write_fail}")
     if rep.backoffs:
@@ -931,8 +1016,9 @@ def write_trace(rep, f):
         names, more = blocking_of(r)
         args = {"step": r["step"], "errno": errname(r["result"]),
                 "result": r["result"], "by": r["by"],
-                "blocking": names + ([f"+{more} more"] if more else []),
-                "active": r["active"][0] +
+                "blocking": [safe_name(n) for n in names] +
+                ([f"+{more} more"] if more else []),
+                "active": [safe_name(n) for n in r["active"][0]] +
                 ([f"+{r['active'][1]} more"] if r["active"][1] else [])}
         ts = max(0, r["w1"] - base)
         p(",\n" + q({"name": "suspend failed: " + cause_of(r), "cat": "suspend",
@@ -1098,14 +1184,14 @@ OPEN_ATTR = ["", ' data-open-start="1"', ' data-open-end="1"',
 
 
 # Characters XML never allows, even escaped, and HTML calls errors: the C0
-# and C1 controls but tab, newline and carriage return.  A source name may
-# hold any of them; the page shows them as \xNN.
+# and C1 controls but tab, newline and carriage return.  Names come here
+# through safe_name(), which leaves none; the page shows any other as \xNN.
 CONTROLS_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 def esc(text):
     """Text or an attribute value for the page: HTML-escaped, controls
-    made visible."""
+    made visible.  A name must be safe_name() first."""
     return html.escape(CONTROLS_RE.sub(lambda m: f"\\x{ord(m.group(0)):02x}", text))
 
 
@@ -1265,9 +1351,11 @@ def write_html(rep, top, max_rows, f):
         extra = f' data-merged="{len(recs)}"' if len(recs) > 1 else ""
         p(f'<path class="fail" d="M{x:.2f} {y + 2}l4 0l-4 {ROW_H - 4}l-4 -{ROW_H - 4}z" '
           f'data-start-ms="{fmt_ms(a)}" data-end-ms="{fmt_ms(b)}" '
-          f'data-blocking="{esc(" ".join(blockers))}"{extra}><title>{esc(title)}</title></path>')
+          f'data-blocking="{esc(" ".join(map(safe_name, blockers)))}"{extra}>'
+          f'<title>{esc(title)}</title></path>')
         if blockers and x - 10 > label_right and len(fails) <= 40:
-            text = blockers[0] + (f" +{len(blockers) - 1}" if len(blockers) > 1 else "")
+            text = safe_name(blockers[0]) + \
+                (f" +{len(blockers) - 1}" if len(blockers) > 1 else "")
             p(f'<text class="flabel" x="{x + 6:.1f}" y="{y + ROW_H - 4}" fill="#b00">{esc(text)}</text>')
             label_right = x + 6 + 6.5 * len(text) + 8
         for nm in blockers:
@@ -1283,7 +1371,8 @@ def write_html(rep, top, max_rows, f):
         y = y0 + i * ROW_H
         label = s.label()
         short = label if len(label) <= 32 else label[:30] + "…"
-        p(f'<g class="src" data-src="{esc(label)}" data-key="{esc(s.hex or s.name)}" '
+        p(f'<g class="src" data-src="{esc(label)}" '
+          f'data-key="{esc(s.hex or safe_name(s.name))}" '
           f'transform="translate(0,{y})">')
         p(f'<text x="{LABEL_W - 6}" y="{ROW_H - 4}" text-anchor="end" '
           f'textLength="{min(LABEL_W - 10, 6.2 * len(short)):.0f}" '
@@ -1388,6 +1477,8 @@ def write_html(rep, top, max_rows, f):
         a("</table>")
     else:
         a("<p>None.</p>")
+    a(f'<p data-reads="{sum(rep.reads.values())}">wakeup_count reads: '
+      f"{esc(reads_text(rep))}</p>")
     a('<div id="tip"></div>')
     a(f"<script>{JS}</script></body></html>\n")
     f.write("".join(h))

@@ -50,8 +50,12 @@ PYTHON = sys.executable or "/usr/bin/python3"
 # Deadlines, not expectations: waits end as soon as the condition holds.
 # They are generous because the suite must hold on a busy machine (two CPU
 # hogs on two cores, AddressSanitizer, whose exit scans for leaks).
-MOUNT_TIMEOUT = 20.0     # seconds until the mount must be live
-EXIT_TIMEOUT = 20.0      # seconds until the server must exit after unmount
+# POWERFS_TEST_TIME_SCALE multiplies them all (the waits below, and the
+# watchdog): `make check-vm` runs modules in a guest under software
+# emulation, several times slower.
+TIME_SCALE = max(1.0, float(os.environ.get("POWERFS_TEST_TIME_SCALE") or 1))
+MOUNT_TIMEOUT = 20.0 * TIME_SCALE  # seconds until the mount must be live
+EXIT_TIMEOUT = 20.0 * TIME_SCALE   # until the server must exit after unmount
 TEST_TIMEOUT = 30.0      # watchdog: a test running longer kills the servers
 BAD_LOG_PATTERNS = ("CRITICAL", "ERROR", "AddressSanitizer", "LeakSanitizer",
                     "runtime error")
@@ -224,7 +228,7 @@ class Powerfs:
         """The keeper's pid and its server's, if it runs one."""
         return [self.proc.pid] + children(self.proc.pid)
 
-    def server_pid(self, timeout=5.0):
+    def server_pid(self, timeout=5.0 * TIME_SCALE):
         """The pid of the keeper's server, once it runs."""
         found = []
         assert wait_until(lambda: found.extend(children(self.proc.pid))
@@ -487,8 +491,9 @@ def raises_errno(code):
 
 
 def wait_until(pred, timeout=5.0, interval=0.01):
-    """Poll pred() until true; returns its last value."""
-    deadline = time.monotonic() + timeout
+    """Poll pred() until true; returns its last value.  (The deadline is
+    timeout times TIME_SCALE.)"""
+    deadline = time.monotonic() + timeout * TIME_SCALE
     while True:
         v = pred()
         if v or time.monotonic() > deadline:
@@ -519,7 +524,8 @@ class Background:
 
     def wait(self, timeout=10.0):
         """Wait for the call; returns its result or raises its exception."""
-        assert self.finished.wait(timeout), f"call still blocked after {timeout}s"
+        assert self.finished.wait(timeout * TIME_SCALE), \
+            f"call still blocked after {timeout * TIME_SCALE}s"
         if self.error is not None:
             raise self.error
         return self.result
@@ -548,6 +554,56 @@ def timed(fn, *args, timeout=5.0):
     """Call fn in a thread and fail if it does not return within timeout
     (a request that should be served at once)."""
     return Background(fn, *args).wait(timeout)
+
+
+# --- cgroup freezers -------------------------------------------------------------
+
+CGROUP_V2 = next((d for d in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
+                  if os.path.exists(os.path.join(d, "cgroup.procs"))
+                  and os.path.exists(os.path.join(d, "cgroup.subtree_control"))),
+                 None)
+
+
+def mounted_v1_freezer():
+    """Where a cgroup v1 hierarchy with the freezer is mounted, or None."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            mine, _, theirs = line.partition(" - ")
+            fstype, _, opts = (theirs.split() + ["", "", ""])[:3]
+            if fstype == "cgroup" and "freezer" in opts.split(","):
+                return mine.split()[4]
+    return None
+
+
+@contextlib.contextmanager
+def freezer_root(version):
+    """The root of a cgroup freezer hierarchy of version v1 or v2 (a
+    context manager).  Under systemd's unified layout (Debian 12's default,
+    the check-vm guest) nothing mounts the v1 freezer, which LXC on hybrid
+    hosts and Android use: it is mounted for the test, and unmounted after
+    (skip if it cannot be)."""
+    if version == "v2":
+        if not CGROUP_V2:
+            pytest.skip("no cgroup v2 here")
+        yield CGROUP_V2
+        return
+    root = mounted_v1_freezer()
+    if root:
+        yield root
+        return
+    d = tempfile.mkdtemp(prefix="powerfs-freezer-v1-")
+    r = subprocess.run(["mount", "-t", "cgroup", "-o", "freezer",
+                        "powerfs-test", d], capture_output=True, text=True)
+    if r.returncode:
+        os.rmdir(d)
+        pytest.skip(f"no cgroup v1 freezer, and none can be mounted: "
+                    f"{r.stderr.strip()}")
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", d])
+        with contextlib.suppress(OSError):
+            os.rmdir(d)
 
 
 # --- running code as someone else -----------------------------------------------
@@ -693,6 +749,7 @@ def run_in_child(fn, *args, uid=None, gid=None, groups=None, drop_caps=(),
             os._exit(0)
     os.close(w)
     chunks = []
+    timeout *= TIME_SCALE
     deadline = time.monotonic() + timeout
     try:
         if parent_map is not None:
@@ -888,7 +945,7 @@ def wait_in_syscall(proc, syscalls, name, timeout=5.0):
     if nums is None:
         time.sleep(0.5)
         return
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + timeout * TIME_SCALE
     while time.monotonic() < deadline:
         try:
             with open(f"/proc/{proc.pid}/syscall") as f:
@@ -924,7 +981,7 @@ class Reader:
             stderr=subprocess.PIPE)
         _children.append(self.proc)
         self._buf = b""
-        line = self._line(10.0)
+        line = self._line(10.0 * TIME_SCALE)
         if line != b"ready":
             err = self.proc.stderr.read().decode(errors="replace") \
                 if self.proc.poll() is not None else ""
@@ -985,8 +1042,9 @@ class Reader:
         """(n, errno, data) of the read; fails if it does not return in
         time."""
         if self._result is None:
-            line = self._line(timeout)
-            assert line is not None, f"read still blocked after {timeout}s"
+            line = self._line(timeout * TIME_SCALE)
+            assert line is not None, \
+                f"read still blocked after {timeout * TIME_SCALE}s"
             self._result = json.loads(line)
         r = self._result
         return r["n"], r["errno"], bytes.fromhex(r["data"])
@@ -1098,7 +1156,7 @@ def _watchdog(request):
     """A test that hangs (a request the server never answers) gets its
     servers killed after TEST_TIMEOUT seconds, which fails the hung call."""
     marker = request.node.get_closest_marker("timeout")
-    timeout = marker.args[0] if marker else TEST_TIMEOUT
+    timeout = (marker.args[0] if marker else TEST_TIMEOUT) * TIME_SCALE
     fired = []
 
     def fire():

@@ -45,6 +45,9 @@ import conftest
 from conftest import STATS_FILES, wait_until
 
 CONTAINER = str(conftest.REPO / "scripts" / "powerfs-container")
+# A read that must not wait returns within this (a waiting one takes until
+# the unlock, seconds later).
+AT_ONCE = 0.1 * conftest.TIME_SCALE
 _SOURCE = Path(__file__).resolve().parent / "android" / "client.py"
 
 
@@ -64,7 +67,6 @@ def _world_readable_copy(src):
 CLIENT = _world_readable_copy(_SOURCE)
 PYTHON = "/usr/bin/python3"
 SIM = "--powerfs-opt=--simulate-sleep-ms=50"
-FREEZER = "/sys/fs/cgroup/freezer"
 
 _spec = importlib.util.spec_from_file_location("android_client", CLIENT)
 client = importlib.util.module_from_spec(_spec)
@@ -81,7 +83,7 @@ def replay(scenario, *args, opts=(SIM,), timeout=25):
         env=dict(os.environ, POWERFS=conftest.POWERFS),
         start_new_session=True)
     try:
-        stdout, stderr = proc.communicate(timeout=timeout)
+        stdout, stderr = proc.communicate(timeout=timeout * conftest.TIME_SCALE)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
@@ -223,7 +225,8 @@ def check_reads(style, reads, count=None):
         assert int(data) == count, reads
     if style == "readfdtostring":
         assert len(reads) == 2 and reads[1][0] == "", reads
-        assert reads[1][1] < 0.1, f"read at the end offset took {reads[1][1]}s"
+        assert reads[1][1] < AT_ONCE, \
+            f"read at the end offset took {reads[1][1]}s"
     else:
         assert len(reads) == 1, reads
     return int(data)
@@ -325,7 +328,7 @@ def test_read_until_eof_returns_0_at_once_even_with_a_lock():
     assert c["lock"] == c["unlock"] == [len("SensorService_wakelock")]
     for data, secs in c["at_end"]:
         assert data == "", c["at_end"]
-        assert secs < 0.1, f"read at the end offset blocked {secs}s"
+        assert secs < AT_ONCE, f"read at the end offset blocked {secs}s"
     assert c["writeback_with_lock"] == "EINVAL"
     nxt = c["next"]
     assert nxt["count"] == str(n + 1)
@@ -586,13 +589,16 @@ def cg_read(path):
 
 
 def test_freezer_with_reader_blocked_in_wakeup_count(mount):
-    if not os.path.isdir(FREEZER) or \
-            not os.path.exists(os.path.join(FREEZER, "cgroup.procs")):
-        pytest.skip(f"no cgroup v1 freezer at {FREEZER}")
+    """Android freezes apps with the cgroup v1 freezer."""
+    with conftest.freezer_root("v1") as root:
+        freeze_a_blocked_reader(mount, root)
+
+
+def freeze_a_blocked_reader(mount, root):
     p = mount("--simulate-sleep-ms=50")
     n = p.count()
     p.lock("frz")
-    cg = os.path.join(FREEZER, f"powerfs-test-android-{uuid.uuid4().hex[:12]}")
+    cg = os.path.join(root, f"powerfs-test-android-{uuid.uuid4().hex[:12]}")
     proc = subprocess.Popen([PYTHON, CLIENT, "blocked_reader",
                              p.path("wakeup_count")],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -637,7 +643,7 @@ def test_freezer_with_reader_blocked_in_wakeup_count(mount):
             if os.path.exists(cg):
                 cg_write(os.path.join(cg, "freezer.state"), "THAWED")
                 if proc.poll() is None:
-                    cg_write(os.path.join(FREEZER, "cgroup.procs"),
+                    cg_write(os.path.join(root, "cgroup.procs"),
                              str(proc.pid))
         finally:
             if proc.poll() is None:

@@ -374,9 +374,9 @@ def intervals(events):
     for e in events:
         if e["ev"] not in ("lock", "unlock", "expire"):
             continue
-        name = e["src"]
-        if "src_hex" in e:          # the report's label of such a source
-            name = f"{name} [0x{e['src_hex']}]"
+        raw = bytes.fromhex(e["src_hex"]) if "src_hex" in e \
+            else e["src"].encode()
+        name = LABELS.get(raw, e["src"])    # the report's label
         if e["ev"] == "lock":
             if not e["was_active"]:
                 since[name] = e["wall"]
@@ -385,15 +385,18 @@ def intervals(events):
     return out
 
 
+# The report's labels of the day's odd names: their bytes, a backslash
+# doubled, the rest as \xNN.
+LABELS = {b'q"u\\o\x01te': r'q"u\\o\x01te', b"b\xff\xfe-radio": r"b\xff\xfe-radio"}
+
+
 def check_report(tmp_path, jpath):
     events = read_journal(jpath)
     want = intervals(events)
     html = tmp_path / "r.html"
     run_report(f"--html={html}", jpath)
     svg = svg_of(html.read_text(encoding="utf-8"))
-    # The page shows control characters as \xNN (XML cannot hold them).
-    bars = {re.sub(r"\\x([0-9a-f]{2})", lambda m: chr(int(m.group(1), 16)), k): v
-            for k, v in bars_by_source(svg).items()}
+    bars = bars_by_source(svg)
     assert set(bars) == set(want), (bars.keys(), want.keys())
     # Intervals closer than a pixel are drawn as one bar.
     px_us = (ms(svg.get("data-end-ms")) - ms(svg.get("data-start-ms"))) \
@@ -644,3 +647,74 @@ def test_restored_state_is_recorded_at_start(mount, tmp_path):
         {"ev": "lock", "src": "kept", "timeout_ms": 0, "created": False,
          "was_active": True, "pid": 0, "uid": 0},
         {"ev": "autosleep", "state": "freeze"}]
+
+
+# Reads wakeup_count as fast as two threads can for SECONDS and prints the
+# number of reads that returned a count.
+FLOOD = r"""
+import os, sys, threading, time
+path, seconds = sys.argv[1], float(sys.argv[2])
+end = time.monotonic() + seconds
+counts = []
+
+def reader():
+    n = 0
+    fd = os.open(path, os.O_RDONLY)
+    while time.monotonic() < end:
+        os.pread(fd, 32, 0)
+        n += 1
+    os.close(fd)
+    counts.append(n)
+
+threads = [threading.Thread(target=reader) for _ in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(sum(counts))
+"""
+
+
+def test_readers_cannot_erase_the_record(mount, tmp_path):
+    """Any local user may read wakeup_count (mode 0644).  Two threads of
+    uid 1000 reading it as fast as they can, with the smallest journal, must
+    not push a lock/unlock pair out of PATH and PATH.1: powerfs coalesces
+    what readers make into count_reads lines.  Every read is still counted,
+    by uid, and the report says so."""
+    jpath = tmp_path / "j"
+    inst = mount(f"--journal={jpath}", "--journal-size=65536",
+                 "-o", "allow_other")
+    inst.lock("kept-awake")
+    inst.unlock("kept-awake")
+    r = subprocess.run([PYTHON, "-c", FLOOD, inst.path("wakeup_count"), "3"],
+                       capture_output=True, text=True, timeout=60,
+                       preexec_fn=lambda: (os.setgid(1000), os.setuid(1000)))
+    assert r.returncode == 0, r.stderr
+    reads = int(r.stdout)
+    assert reads > 2000, f"only {reads} reads: no flood"
+    # A later event writes out the reads gathered so far, before itself.
+    inst.lock("after")
+    inst.unlock("after")
+    old = Path(f"{jpath}.1")
+    lines = wait_lines(jpath, 1)
+    assert wait_until(lambda: any(e.get("src") == "after" and e["ev"] == "unlock"
+                                  for e in read_journal(jpath)))
+    lines = read_journal(old) + read_journal(jpath)
+    kept = [(e["ev"], e.get("src")) for e in lines if e["ev"] in ("lock", "unlock")]
+    assert kept == [("lock", "kept-awake"), ("unlock", "kept-awake"),
+                    ("lock", "after"), ("unlock", "after")]
+    single = [e for e in lines if e["ev"] == "count_read"]
+    merged = [e for e in lines if e["ev"] == "count_reads"]
+    assert merged, "no read was coalesced"
+    assert all(e["uid"] == 1000 for e in single)
+    assert all(set(e["uids"]) == {"1000"} and e["uids"]["1000"] == e["n"]
+               and e["count"] == 1 for e in merged)
+    assert len(single) + sum(e["n"] for e in merged) == reads
+    # A few lines for thousands of reads: the first ones, then one per
+    # other event (or per minute of reads).
+    assert len(single) + len(merged) <= 12, (len(single), len(merged))
+    # In order: the coalesced reads come before the event that ended them.
+    evs = [e["ev"] for e in lines]
+    assert evs.index("count_reads") < evs.index("lock", 2)
+    text = run_report("--text", jpath, *([old] if old.exists() else [])).stdout
+    assert f"wakeup_count reads: {reads} (uid 1000 {reads})" in text

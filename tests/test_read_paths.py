@@ -27,15 +27,10 @@ import time
 
 import pytest
 
-from conftest import (LogMark, Reader, check_cat_path, raises_errno, timed,
-                      waits_in, wait_until)
+from conftest import (LogMark, Reader, check_cat_path, freezer_root,
+                      raises_errno, timed, waits_in, wait_until)
 
 BUSYBOX = shutil.which("busybox")
-FREEZER_V1 = "/sys/fs/cgroup/freezer"
-CGROUP_V2 = next((d for d in ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
-                  if os.path.exists(os.path.join(d, "cgroup.procs"))
-                  and os.path.exists(os.path.join(d, "cgroup.subtree_control"))),
-                 None)
 
 FILES = ["state", "wake_lock", "wake_unlock", "wakeup_count", "autosleep",
          "suspend_stats/success", "suspend_stats/last_failed_step"]
@@ -554,8 +549,8 @@ def remove_cgroup(cg):
 
 
 FREEZERS = {
-    "v1": (FREEZER_V1, freeze_v1, frozen_v1, thaw_v1),
-    "v2": (CGROUP_V2, freeze_v2, frozen_v2, thaw_v2),
+    "v1": (freeze_v1, frozen_v1, thaw_v1),
+    "v2": (freeze_v2, frozen_v2, thaw_v2),
 }
 
 
@@ -565,12 +560,12 @@ def test_freezer_freezes_a_busybox_cat_of_wakeup_count(pfs, version):
     """busybox cat reads with sendfile(2): blocked in wakeup_count, it must
     freeze within 1 s, never sit in D state, and print the count after the
     thaw and the unlock."""
-    root, freeze, frozen, thaw = FREEZERS[version]
-    if not root or not os.path.isdir(root) or \
-            (version == "v1" and
-             not os.path.exists(os.path.join(root, "freezer.state"))
-             and not os.path.exists(os.path.join(root, "cgroup.procs"))):
-        pytest.skip(f"no cgroup {version} freezer here")
+    freeze, frozen, thaw = FREEZERS[version]
+    with freezer_root(version) as root:
+        freeze_a_busybox_cat(pfs, version, root, freeze, frozen, thaw)
+
+
+def freeze_a_busybox_cat(pfs, version, root, freeze, frozen, thaw):
     n = pfs.count()
     pfs.lock("held")
     cg = os.path.join(root, f"powerfs-test-{os.getpid()}-{version}")
@@ -666,12 +661,12 @@ def test_two_blocked_readers_of_one_inode_wait_apart(pfs, second):
 def test_freezer_freezes_the_second_busybox_cat(pfs, version):
     """Two busybox cat readers of wakeup_count blocked at once (one per
     container, say): freezing the second's cgroup takes under 1 s."""
-    root, freeze, frozen, thaw = FREEZERS[version]
-    if not root or not os.path.isdir(root) or \
-            (version == "v1" and
-             not os.path.exists(os.path.join(root, "freezer.state"))
-             and not os.path.exists(os.path.join(root, "cgroup.procs"))):
-        pytest.skip(f"no cgroup {version} freezer here")
+    freeze, frozen, thaw = FREEZERS[version]
+    with freezer_root(version) as root:
+        freeze_the_second(pfs, version, root, freeze, frozen, thaw)
+
+
+def freeze_the_second(pfs, version, root, freeze, frozen, thaw):
     n = pfs.count()
     pfs.lock("held")
     cg = os.path.join(root, f"powerfs-test-{os.getpid()}-second-{version}")

@@ -119,6 +119,15 @@ HOST = {"pid": 100, "uid": 1000}
 PHONE = {"pid": 0, "uid": 1001, "cgroup": "/lxc/phone", "pidns": 4026532100}
 BAD_NAME_HEX = "626164fffe"            # b"bad\xff\xfe"
 BAD_NAME = "bad\ufffd\ufffd"
+BAD_LABEL = "bad\\xff\\xfe"              # how the report shows its bytes
+
+
+def label_of(name, key):
+    """The report's label of a gen-journal source (key: its name, or its
+    bytes in hexadecimal): bytes that are not UTF-8 as \\xNN."""
+    if key == name:
+        return name
+    return bytes.fromhex(key).decode("utf-8", "backslashreplace")
 
 
 def day():
@@ -156,7 +165,7 @@ def day():
                   was_active=True, future_field=[1], **HOST)
     b2 = j.at(5400).ev("unlock", src=BAD_NAME, src_hex=BAD_NAME_HEX,
                        was_active=True, pid=7, uid=1002)[1]
-    iv(f"{BAD_NAME} [0x{BAD_NAME_HEX}]", b1, b2, 1000_000)
+    iv(BAD_LABEL, b1, b2, 1000_000)
     r2 = j.at(6000).ev("unlock", src="radio", was_active=True, **HOST)[1]
     iv("radio", r1, r2, 1700_000)
     # A failed suspend: alarm locks while it freezes.
@@ -329,7 +338,7 @@ def test_html_stays_light_with_many_sources(tmp_path):
         float(svg.get("data-plot-w"))
     labels = {}
     for key, s in truth["sources"].items():
-        label = s["name"] if key == s["name"] else f"{s['name']} [0x{key}]"
+        label = label_of(s["name"], key)
         labels[label] = s["intervals"]
     for name, rects in bars.items():
         spans = [(ms(r.get("data-start-ms")), ms(r.get("data-end-ms")),
@@ -488,7 +497,7 @@ def test_trace_of_generated_journal_has_every_interval(tmp_path):
         if e["ph"] == "X" and e.get("cat") == "wakelock":
             slices.setdefault(e["tid"], []).append((e["ts"] + base, e["ts"] + base + e["dur"]))
     for key, s in truth["sources"].items():
-        label = s["name"] if key == s["name"] else f"{s['name']} [0x{key}]"
+        label = label_of(s["name"], key)
         assert slices[tids[label]] == [(a, b) for a, b, *_ in s["intervals"]], label
     fails = [e for e in doc["traceEvents"] if e["ph"] == "i" and e["name"].startswith("suspend failed")]
     assert [e["ts"] + base for e in fails] == [f[0] for f in truth["failed"]]
@@ -520,7 +529,7 @@ def test_text_summary_figures(tmp_path):
         "2. gps 3.000s 14.3% 2 activations, longest 2.000s, /lxc/phone uid 1001",
         "3. wifi 2.000s 9.6% 1 activations, longest 6.000s, host uid 1000",
         "4. alarm 1.000s 4.8% 1 activations, longest 1.000s, /lxc/phone uid 1001",
-        f"5. {BAD_NAME} [0x{BAD_NAME_HEX}] 1.000s 4.8% 1 activations, longest 1.000s, host uid 1002",
+        f"5. {BAD_LABEL} 1.000s 4.8% 1 activations, longest 1.000s, host uid 1002",
         "",
     ]
     i = lines.index("Top sources by active time")
@@ -530,7 +539,7 @@ def test_text_summary_figures(tmp_path):
         "3. gps 3.000s 14.3% 2 activations, longest 2.000s, /lxc/phone uid 1001",
         "4. alarm 1.000s 4.8% 1 activations, longest 1.000s, /lxc/phone uid 1001",
         "5. audio 1.000s 4.8% 1 activations, longest 1.000s, host uid 1000",
-        f"6. {BAD_NAME} [0x{BAD_NAME_HEX}] 1.000s 4.8% 1 activations, longest 1.000s, host uid 1002",
+        f"6. {BAD_LABEL} 1.000s 4.8% 1 activations, longest 1.000s, host uid 1002",
         "",
     ]
     i = lines.index("Failed suspends: 1 of 2 attempts")
@@ -912,3 +921,87 @@ def test_a_day_of_1000_sources(tmp_path):
         level += d
         most = max(most, level)
     assert max(e["args"]["active"] for e in counts) == most
+
+
+# ---------------------------------------------------------------------------
+# Hostile names: a container may name a lock anything but whitespace, and
+# the report must not hand it to the admin's terminal or page raw.
+
+HOSTILE = [
+    # (name in the journal, src_hex or None, how the report shows it)
+    ("\x1b[31mred\x1b[0m", None, r"\x1b[31mred\x1b[0m"),
+    ("\x1b]0;owned\x07", None, r"\x1b]0;owned\x07"),
+    ("invoice\u202efdp.exe", None, r"invoice\xe2\x80\xaefdp.exe"),
+    ("a\u2066b\u2069c", None, r"a\xe2\x81\xa6b\xe2\x81\xa9c"),
+    ("csi\u009b2J", None, r"csi\xc2\x9b2J"),
+    ("zero\u200bwidth\ufeff", None, r"zero\xe2\x80\x8bwidth\xef\xbb\xbf"),
+    ("line\u2028sep", None, r"line\xe2\x80\xa8sep"),
+    ("back\\x41slash", None, r"back\\x41slash"),
+    ("café-ok", None, "café-ok"),
+    ("\ufffd\ufffd\x1b", "fffe1b", r"\xff\xfe\x1b"),
+]
+HOSTILE_CGROUP = "/lxc/\x1b[2J\u202eevil"
+HOSTILE_CGROUP_SHOWN = r"/lxc/\x1b[2J\xe2\x80\xaeevil"
+
+
+def hostile_journal():
+    j = Journal()
+    j.at(0).ev("start", version="0.2.0", boot_id="A", backend="simulate",
+               states="freeze mem disk")
+    for i, (name, hx, _) in enumerate(HOSTILE):
+        extra = {"src_hex": hx} if hx else {}
+        j.at(100 + 10 * i).ev("lock", src=name, timeout_ms=0, created=True,
+                              was_active=False, pid=5, uid=0,
+                              cgroup=HOSTILE_CGROUP, pidns=4026532999, **extra)
+    j.at(1000)
+    t0, w0 = j.t, j.wall
+    j.at(1050).ev("suspend", state="mem", by="state", start=t0, end=j.t,
+                  start_wall=w0, end_wall=j.wall, result=-16, step="freeze",
+                  active=[n for n, _, _ in HOSTILE[:3]],
+                  signalled=[HOSTILE[2][0]], pid=5, uid=0)
+    for i, (name, hx, _) in enumerate(HOSTILE):
+        extra = {"src_hex": hx} if hx else {}
+        j.at(2000 + 10 * i).ev("unlock", src=name, was_active=True, pid=5,
+                               uid=0, **extra)
+    j.at(3000).ev("stop")
+    return j
+
+
+def all_shown(text):
+    """The characters that are not printable (str.isprintable: controls,
+    format characters such as the bidirectional controls, separators)."""
+    return sorted({c for c in text if not c.isprintable() and c != "\n"})
+
+
+def test_hostile_names_in_the_text_summary(tmp_path):
+    path = hostile_journal().write(tmp_path / "journal")
+    out = run_report("--text", path).stdout
+    assert all_shown(out) == []
+    lines = norm(out)
+    for _, _, want in HOSTILE:
+        assert any(line.split(" ", 1)[1].startswith(want + " ")
+                   for line in lines if re.match(r"\d+\. ", line)), want
+    assert any(line.endswith(f"{HOSTILE_CGROUP_SHOWN} uid 0") for line in lines)
+    # The failed suspend's blocker, in the causes and the latest attempts.
+    assert f"1 wakeup event: {HOSTILE[2][2]}" in lines
+
+
+def test_hostile_names_in_the_page_and_the_trace(tmp_path):
+    path = hostile_journal().write(tmp_path / "journal")
+    html_path = tmp_path / "r.html"
+    run_report(f"--html={html_path}", path)
+    page = html_path.read_text(encoding="utf-8")
+    assert all_shown(page.replace("\t", "")) == []
+    svg = svg_of(page)
+    assert set(bars_by_source(svg)) == {want for _, _, want in HOSTILE}
+    fails = [p for p in svg.iter(NS + "path") if p.get("class") == "fail"]
+    assert fails[0].get("data-blocking") == HOSTILE[2][2]
+    assert HOSTILE_CGROUP_SHOWN in page
+    trace = tmp_path / "t.json"
+    run_report(f"--trace={trace}", path)
+    doc, threads = load_trace(trace)
+    assert {want for _, _, want in HOSTILE} <= set(threads.values())
+    inst = [e for e in doc["traceEvents"] if e["ph"] == "i"]
+    assert inst[0]["args"]["blocking"] == [HOSTILE[2][2]]
+    assert inst[0]["args"]["active"] == [w for _, _, w in HOSTILE[:3]]
+    assert all_shown(json.dumps(doc, ensure_ascii=False)) == []

@@ -4,6 +4,9 @@
 # what the checks need and starts them; powers the guest off at the end.
 set -u
 install -m 0755 /vmtest/powerfs /usr/local/bin/powerfs
+# The project's files and its ./powerfs, for the pytest modules: a writable
+# copy (pytest and the tests write beside them).
+rm -rf /root/powerfs && cp -a /vmtest/tree /root/powerfs
 mkdir -p /run/vmtest/logs /usr/lib/systemd/system-sleep
 
 # uid 1000, the "other user" of checks d and e.

@@ -5,8 +5,9 @@ Each check runs in a forked child in a process group of its own, time-boxed
 by the parent (CLOCK_MONOTONIC, which stands still while the guest sleeps),
 and cleaned up after, so one hung or failed check does not spoil the next.
 Results go to the host on /dev/ttyS1, one "@@VMTEST {json}" line each:
-  hello, plan, begin, result {name, subs: [{name, ok, detail}], notes,
-  evidence, s3_expected, seconds}, note, done.
+  hello, plan, begin {name, timeout}, result {name, subs: [{name, ok,
+  detail}], notes, evidence, s3_expected, skipped, seconds}, note, done.
+skipped (a reason) marks a check that had nothing to run.
 s3_expected is how many S3 entries the host (QMP) must have seen during the
 check: the guest cannot fake those.
 
@@ -14,6 +15,9 @@ Sleeps: S3 ("deep") ends with the RTC alarm, armed here before a write to the
 kernel's state and by the system-sleep hook (guest/sleep-hook) before every
 sleep through logind.  s2idle ends with a key press from the host, which
 watches the console for the kernel's "PM: suspend-to-idle".
+
+After the sleeps, the pytest modules listed in pytest-modules run here, on
+the guest's kernel, one check "p-MODULE" each (check_pytest).
 """
 import ctypes
 import errno
@@ -21,12 +25,15 @@ import json
 import os
 import re
 import select
+import shlex
 import signal
 import subprocess
 import sys
 import termios
+import threading
 import time
 import traceback
+import xml.etree.ElementTree as ET
 
 MNT = "/run/vmtest/pfs"
 REASONS = "/run/vmtest/reasons"     # --wakeup-reasons
@@ -352,6 +359,10 @@ class Check:
         self.s3_expected = None
         self.powerfs = []
         self.procs = []
+        self.skipped = None
+
+    def skip(self, reason):
+        self.skipped = str(reason)
 
     def expect(self, name, ok, detail=""):
         self.subs.append({"name": name, "ok": bool(ok), "detail": str(detail)})
@@ -1307,6 +1318,162 @@ EXTRA_CHECKS = [
 ]
 
 
+# --- the pytest modules, on the guest's kernel ----------------------------------
+TREE = "/root/powerfs"          # boot.sh's writable copy of the project's files
+PYTEST_LIST = "/vmtest/pytest-modules"
+PYTEST_TIMEOUT = 600            # seconds a module may take, unless listed
+PYTEST_GRACE = 60               # after SIGINT: pytest's teardown and report
+# The suite's deadlines (conftest.py) times this: software emulation is
+# several times slower than the machines the deadlines were set on.
+PYTEST_TIME_SCALE = 4
+
+
+def pytest_modules():
+    """[(module, seconds, [pytest arguments])] from PYTEST_LIST."""
+    out = []
+    with open(PYTEST_LIST) as f:
+        for line in f:
+            words = shlex.split(line, comments=True)
+            if not words:
+                continue
+            seconds = PYTEST_TIMEOUT
+            if len(words) > 1 and re.fullmatch(r"\d+", words[1]):
+                seconds = float(words.pop(1))
+            out.append((words[0], seconds, words[1:]))
+    return out
+
+
+def left_by_pytest():
+    """FUSE mounts a pytest module left behind (a test killed mid-way):
+    every fuse mount under /tmp, and the LXC recipe's two.  Their servers
+    (started in sessions of their own) are killed."""
+    out = []
+    for line in (read_file("/proc/self/mountinfo") or "").splitlines():
+        left, _, right = line.partition(" - ")
+        target = left.split()[4].replace("\\040", " ")
+        if right.startswith("fuse") and (target.startswith("/tmp/") or target
+                                         in ("/run/power", "/run/power-wakeup")):
+            out.append(target)
+    exe = os.path.join(TREE, "powerfs")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{pid}/exe") == exe:
+                os.kill(int(pid), signal.SIGKILL)
+        except OSError:
+            pass
+    return out
+
+
+def follow(stream, path, on_line):
+    """Copies stream to the file path in a thread, calling on_line with
+    each line."""
+    def run():
+        with open(path, "w") as out:
+            for raw in iter(stream.readline, b""):
+                line = raw.decode(errors="replace")
+                out.write(line)
+                out.flush()
+                on_line(line)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def junit_cases(path):
+    """(name, outcome, message) of each test case in a JUnit XML report;
+    outcome is passed, failed, error or skipped."""
+    out = []
+    for tc in ET.parse(path).getroot().iter("testcase"):
+        name = tc.get("name", "?")
+        outcome, msg = "passed", ""
+        for tag in ("failure", "error", "skipped"):
+            el = tc.find(tag)
+            if el is not None:
+                outcome = "failed" if tag == "failure" else tag
+                msg = el.get("message") or (el.text or "")
+                break
+        out.append((name, outcome, msg))
+    return out
+
+
+def check_pytest(c, module, timeout, extra=()):
+    """pytest tests/MODULE in the project's tree, as root, against the
+    ./powerfs the host built.  Every failed test is a failed sub-check;
+    skipped tests are noted with their reasons.  The full output and the
+    JUnit report go back with the logs (pytest-MODULE.log, .xml)."""
+    if not os.path.exists(os.path.join(TREE, "tests", module)):
+        c.skip(f"tests/{module} is not in this tree")
+        return
+    base = module[:-3] if module.endswith(".py") else module
+    log, xml = f"{LOGS}/pytest-{base}.log", f"{LOGS}/pytest-{base}.xml"
+    argv = [sys.executable, "-m", "pytest", "-v", "-rfEs", "-p",
+            "no:cacheprovider", "--durations=10", f"--junitxml={xml}",
+            *extra, f"tests/{module}"]
+    env = dict(os.environ, POWERFS=os.path.join(TREE, "powerfs"),
+               PYTHONDONTWRITEBYTECODE="1",
+               POWERFS_TEST_TIME_SCALE=str(PYTEST_TIME_SCALE))
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, cwd=TREE, env=env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    c.procs.append(p)
+    # Each test's outcome goes to the host's events.log as it comes.
+    copier = follow(p.stdout, log, lambda line: re.search(
+        r"(^| )(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b", line) and note_host(
+        f"{line.strip()} [{time.monotonic() - t0:.0f} s]"))
+    try:
+        rc = p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        # KeyboardInterrupt: pytest tears down and writes its report.
+        p.send_signal(signal.SIGINT)
+        try:
+            rc = p.wait(PYTEST_GRACE)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = p.wait()
+        c.expect(f"pytest finished within {timeout:.0f} s", False,
+                 "interrupted (SIGINT)")
+    took = time.monotonic() - t0
+    copier.join(5)      # (a process pytest left behind may hold the pipe)
+    try:
+        cases = junit_cases(xml)
+    except (OSError, ET.ParseError) as e:
+        tail = (read_file(log) or "").splitlines()[-5:]
+        c.expect("pytest reported its results", False,
+                 f"no JUnit report ({e}); exit {rc}: {' | '.join(tail)}")
+        return
+    counts = {}
+    for _, outcome, _ in cases:
+        counts[outcome] = counts.get(outcome, 0) + 1
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    shown = " ".join([f"tests/{module}", *map(shlex.quote, extra)])
+    c.expect(f"pytest {shown}: {summary or 'no tests'} in {took:.0f} s",
+             rc == 0 and cases, f"exit status {rc}" if rc else "")
+    # One line per failure, or per message that several share.
+    failures = {}
+    for name, outcome, msg in cases:
+        if outcome in ("failed", "error"):
+            first = msg.strip().splitlines()[0] if msg.strip() else ""
+            failures.setdefault(f"{outcome}: {first[:300]}", []).append(name)
+    for why, names in failures.items():
+        c.expect(", ".join(names[:3]) + (f" and {len(names) - 3} more"
+                                         if len(names) > 3 else ""), False, why)
+    reasons = {}
+    for name, outcome, msg in cases:
+        if outcome == "skipped":
+            reasons.setdefault(msg.strip()[:200], []).append(name)
+    for why, names in sorted(reasons.items()):
+        c.note(f"skipped {len(names)} ({why}): {', '.join(names[:4])}"
+               + (" ..." if len(names) > 4 else ""))
+    note_host(f"pytest {shown}: {summary} in {took:.0f} s")
+
+
+def pytest_checks():
+    return [(f"p-{m[:-3] if m.endswith('.py') else m}",
+             lambda c, m=m, t=t, x=x: check_pytest(c, m, t, x),
+             t + PYTEST_GRACE + 30)
+            for m, t, x in pytest_modules()]
+
+
 # --- running them ----------------------------------------------------------------
 def run_child(name, fn, w):
     global current, CHECK
@@ -1326,7 +1493,8 @@ def run_child(name, fn, w):
     except Exception:   # noqa: B902
         traceback.print_exc()
     res = {"name": name, "subs": c.subs, "notes": c.notes,
-           "evidence": c.evidence, "s3_expected": c.s3_expected}
+           "evidence": c.evidence, "s3_expected": c.s3_expected,
+           "skipped": c.skipped}
     # One line: the parent stops reading at its end, not at EOF, since a
     # child of this check that is stuck in a FUSE request keeps the pipe.
     data = json.dumps(res).encode() + b"\n"
@@ -1342,8 +1510,10 @@ def cleanup(pgid):
         pass
     # Stopping the unit also empties its fd store, which ends the connection:
     # clients stuck in a request the killed server had taken go with it.
-    for argv in (["systemctl", "stop", "powerfs.service"],
-                 ["fusermount3", "-uz", MNT], ["fusermount3", "-uz", UNIT_MNT]):
+    argvs = [["systemctl", "stop", "powerfs.service"],
+             ["fusermount3", "-uz", MNT], ["fusermount3", "-uz", UNIT_MNT]]
+    argvs += [["fusermount3", "-uz", m] for m in left_by_pytest()]
+    for argv in argvs:
         try:
             sh(argv)
         except subprocess.TimeoutExpired:
@@ -1387,7 +1557,7 @@ def run_check(name, fn, timeout):
         res = json.loads(data)
     except ValueError:
         res = {"name": name, "subs": [], "notes": [], "evidence": {}}
-    if timed_out or not res["subs"]:
+    if timed_out or not (res["subs"] or res.get("skipped")):
         res["subs"].append({"name": f"finished within {timeout:.0f} s", "ok": False,
                             "detail": "timed out: killed" if timed_out else "no result"})
     res["seconds"] = time.monotonic() - t0
@@ -1404,15 +1574,18 @@ def main():
     with open("/vmtest/config.json") as f:
         config = json.load(f)
     only = config.get("only") or []
-    todo = [(n, fn) for n, fn in CHECKS if not only or any(n.startswith(o) for o in only)]
-    todo += [(n, fn) for n, fn in EXTRA_CHECKS
+    timeout = config.get("check_timeout", 150)
+    todo = [(n, fn, t) for n, fn, t in
+            [(n, fn, timeout) for n, fn in CHECKS] + pytest_checks()
+            if not only or any(n.startswith(o) for o in only)]
+    todo += [(n, fn, timeout) for n, fn in EXTRA_CHECKS
              if any(o.startswith("x") and n.startswith(o) for o in only)]
     boot = sh(["systemd-analyze"]).stdout.splitlines()
     proto(ev="hello", kernel=os.uname().release, boot=boot[0] if boot else "?")
-    proto(ev="plan", names=[n for n, _ in todo])
-    for name, fn in todo:
-        proto(ev="begin", name=name)
-        proto(ev="result", **run_check(name, fn, config.get("check_timeout", 150)))
+    proto(ev="plan", names=[n for n, _, _ in todo])
+    for name, fn, t in todo:
+        proto(ev="begin", name=name, timeout=t)
+        proto(ev="result", **run_check(name, fn, t))
     proto(ev="done")
     return 0
 
