@@ -835,10 +835,15 @@ void pf_session_reply_open(struct pf_session *ps, fuse_req_t req,
 	 * reply is written here.  Without it the kernel takes the inode lock
 	 * for each write, and a second writer of a file whose write waits
 	 * here (a suspend, a write queued behind one) would wait for it,
-	 * uninterruptibly, before its write even reached us. */
+	 * uninterruptibly, before its write even reached us.
+	 * FOPEN_NOFLUSH for the same reason at close(2): there is nothing to
+	 * flush, and Linux 6.1's fuse_flush() takes the inode lock
+	 * exclusively, so a reader of state closing its fd would wait, in D
+	 * state, for a write of state that is suspending. */
 	struct fuse_open_out out = {
 		.fh = ps->next_fh++,
 		.open_flags = FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES |
+			      FOPEN_NOFLUSH |
 			      (keep_cache ? FOPEN_KEEP_CACHE : 0),
 	};
 

@@ -473,6 +473,10 @@ def test_a_state_write_left_by_a_killed_server_is_not_run_twice(monkeypatch,
     try:
         assert writer.stdout.readline() == "ready\n"
         wait_in_syscall(writer, {"x86_64": ("1",), "aarch64": ("64",)}, "write")
+        # The server took the write and is suspending for it (under
+        # emulation the kernel may still hold it when its writer waits).
+        assert wait_until(lambda: "suspending to mem" in p.log(),
+                          timeout=10), p.log()
         assert serving_again(p) == b"freeze mem disk\n"
         kill_server_and_wait(p)
         result, seconds = writer.stdout.readline().split()
