@@ -166,11 +166,14 @@ def test_cross_references_name_what_exists(page):
 
 
 def test_pages_name_each_other_and_exist():
-    """Every powerfs page named anywhere (in the pages, the README, the
+    """Every powerfs page named anywhere (in the pages, the documents, the
     unit) is one that make install installs."""
     installed = {"powerfs(1)", "powerfs(5)", "powerfs(7)", "powerfs-report(1)"}
     texts = [plain(source(p)) for p in PAGES]
-    texts.append((conftest.REPO / "README.md").read_text())
+    for doc in ["README.md", "HACKING.md", "SECURITY.md",
+                *sorted(p.relative_to(conftest.REPO)
+                        for p in (conftest.REPO / "docs").glob("*.md"))]:
+        texts.append((conftest.REPO / doc).read_text())
     texts.append((conftest.REPO / "dist/powerfs.service.in").read_text())
     named = set()
     for t in texts:
