@@ -36,7 +36,6 @@ import pytest
 
 import conftest
 from test_lxc import mount_points, run_power_lock
-from test_nspawn import NSPAWN, rootfs  # noqa: F401 (a fixture)
 
 README = conftest.REPO / "README.md"
 SESSION_MNT = "/tmp/p"
@@ -388,7 +387,7 @@ def test_lxc_recipe(host_powerfs):
 
 
 @pytest.mark.timeout(120)
-def test_nspawn_recipe(host_powerfs, rootfs):  # noqa: F811 (the fixture)
+def test_nspawn_recipe(host_powerfs, rootfs):
     """The README's nspawn command on a busybox root file system (for
     /var/lib/machines/NAME), with what the README says a host without
     systemd adds, and a command for the container to run: its root takes
@@ -397,7 +396,7 @@ def test_nspawn_recipe(host_powerfs, rootfs):  # noqa: F811 (the fixture)
     assert "--register=no --keep-unit" in README.read_text()
     argv = shlex.split(text.replace("/var/lib/machines/NAME", rootfs)
                        .replace("\\\n", " "), comments=True)
-    assert argv[0] == "systemd-nspawn" and NSPAWN
+    assert argv[0] == "systemd-nspawn" and conftest.NSPAWN
     argv += ["--register=no", "--keep-unit", "--quiet", "--console=pipe",
              f"--machine=powerfs-readme-{os.getpid()}", "/bin/sh", "-c",
              "echo readme > /sys/power/wake_lock && cat /sys/power/wake_lock"
