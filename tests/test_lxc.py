@@ -460,6 +460,10 @@ class BlockedReader:
         ok = wait_until(inside, timeout=timeout, interval=0.02)
         assert ok, (f"{self.argv[0]} never entered {self.tool}(2): "
                     f"/proc/{self.pid}/syscall says {got}")
+        # Parked in the host's powerfs, not only queued in the kernel.
+        assert wait_until(lambda: conftest.taken(self.pid, self.ct.pfs),
+                          timeout=timeout), \
+            f"the host's powerfs never took {self.argv[0]}'s read"
         return got[0]
 
     def blocked(self, secs=0.3):
