@@ -119,6 +119,9 @@ install: powerfs powerfs-report
 	install -D -m 0755 powerfs $(DESTDIR)$(BINDIR)/powerfs
 	install -D -m 0755 powerfs-report $(DESTDIR)$(BINDIR)/powerfs-report
 	install -D -m 0644 powerfs.1 $(DESTDIR)$(MANDIR)/man1/powerfs.1
+	install -D -m 0644 powerfs-report.1 $(DESTDIR)$(MANDIR)/man1/powerfs-report.1
+	install -D -m 0644 powerfs.5 $(DESTDIR)$(MANDIR)/man5/powerfs.5
+	install -D -m 0644 powerfs.7 $(DESTDIR)$(MANDIR)/man7/powerfs.7
 	mkdir -p $(DESTDIR)$(UNITDIR)
 	sed 's|@BINDIR@|$(BINDIR)|g' dist/powerfs.service.in > $(DESTDIR)$(UNITDIR)/powerfs.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/powerfs.service

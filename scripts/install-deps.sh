@@ -17,6 +17,8 @@ PKGS="$PKGS chromium fonts-dejavu-core"
 # tests/test_metrics.py scrapes --metrics-dir's file through node_exporter.
 PKGS="$PKGS prometheus-node-exporter"
 PKGS="$PKGS clang"
+# tests/test_man.py renders every man page with man --warnings.
+PKGS="$PKGS man-db"
 VM_PKGS="qemu-system-x86 mmdebstrap e2fsprogs debian-archive-keyring"
 case "${1:-}" in
 --run) PKGS=$RUN_PKGS ;;

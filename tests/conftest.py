@@ -502,7 +502,8 @@ def wait_until(pred, timeout=5.0, interval=0.01):
 
 
 class Background:
-    """Run fn() in a daemon thread (for calls that are meant to block)."""
+    """Run fn() in a daemon thread (for calls that are meant to block).
+    tid is the thread's id, for /proc (wait_in_syscall(b.tid, ...))."""
 
     def __init__(self, fn, *args):
         self.result = None
@@ -510,8 +511,12 @@ class Background:
         self.finished = threading.Event()
         self.t0 = time.monotonic()
         self.t1 = None
+        self.tid = None
+        started = threading.Event()
 
         def run():
+            self.tid = threading.get_native_id()
+            started.set()
             try:
                 self.result = fn(*args)
             except BaseException as e:   # noqa: B036 - reported to the test
@@ -521,6 +526,7 @@ class Background:
                 self.finished.set()
         self.thread = threading.Thread(target=run, daemon=True)
         self.thread.start()
+        started.wait()
 
     def wait(self, timeout=10.0):
         """Wait for the call; returns its result or raises its exception."""
@@ -554,6 +560,66 @@ def timed(fn, *args, timeout=5.0):
     """Call fn in a thread and fail if it does not return within timeout
     (a request that should be served at once)."""
     return Background(fn, *args).wait(timeout)
+
+
+# --- a root file system for systemd-nspawn ------------------------------------------
+
+NSPAWN = shutil.which("systemd-nspawn")
+BUSYBOX = "/bin/busybox"                 # busybox-static
+APPLETS = ("sh", "cat", "dd", "echo", "grep")
+RUN_NSPAWN = "/run/systemd/nspawn"
+
+
+def is_static(path):
+    """True if the ELF file asks for no program interpreter (PT_INTERP):
+    it runs in a rootfs without libraries."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if head[:4] != b"\x7fELF" or head[4] != 2:     # 64-bit only
+            return False
+        order = "little" if head[5] == 1 else "big"
+        phoff = int.from_bytes(head[32:40], order)
+        phentsize = int.from_bytes(head[54:56], order)
+        phnum = int.from_bytes(head[56:58], order)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    return all(int.from_bytes(table[i:i + 4], order) != 3      # PT_INTERP
+               for i in range(0, len(table), phentsize))
+
+
+@pytest.fixture(scope="module")
+def rootfs():
+    """A minimal busybox root file system for systemd-nspawn (it wants an
+    os-release file), removed afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("systemd-nspawn needs root")
+    if not NSPAWN:
+        pytest.skip("systemd-nspawn missing: run scripts/install-deps.sh")
+    if not os.path.exists(BUSYBOX) or not is_static(BUSYBOX):
+        pytest.skip(f"{BUSYBOX} is not a static busybox "
+                    "(install busybox-static)")
+    made_run_dir = not os.path.exists(RUN_NSPAWN)
+    root = tempfile.mkdtemp(prefix="powerfs-nspawn-")
+    try:
+        for d in ("bin", "etc", "usr/lib", "proc", "sys", "dev", "tmp",
+                  "run"):
+            os.makedirs(os.path.join(root, d))
+        shutil.copy(BUSYBOX, os.path.join(root, "bin", "busybox"))
+        for a in APPLETS:
+            os.symlink("busybox", os.path.join(root, "bin", a))
+        with open(os.path.join(root, "usr/lib/os-release"), "w") as f:
+            f.write("ID=powerfs-test\nNAME=powerfs test rootfs\n")
+        os.symlink("../usr/lib/os-release",
+                   os.path.join(root, "etc/os-release"))
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        if made_run_dir:
+            # nspawn leaves its (empty) state directories behind.
+            for d in ("propagate", "locks", "unix-export", ""):
+                with contextlib.suppress(OSError):
+                    os.rmdir(os.path.join(RUN_NSPAWN, d))
+
 
 
 # --- cgroup freezers -------------------------------------------------------------
@@ -938,27 +1004,82 @@ def check_cat_path(mark, pid, name="wakeup_count"):
     return path[0]
 
 
-def wait_in_syscall(proc, syscalls, name, timeout=5.0):
-    """Wait until child proc sits in one of the system calls syscalls
-    (numbers by machine, from /proc/PID/syscall); name is for the error."""
+def _state(pid, tid=None):
+    """The scheduler state of a thread ("R", "S", "D", ...), or None."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    try:
+        with open(path) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def all_asleep(pids):
+    """True if every thread of the processes pids sleeps waiting for
+    something (S): none runs or waits to run, none is stopped or in an
+    uninterruptible wait (which a thread busy with a request may be)."""
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        if any(_state(pid, tid) not in ("S", "I", "Z", None) for tid in tids):
+            return False
+    return True
+
+
+def _powerfs_of(pid, fd):
+    """The running Powerfs of this suite whose mounts hold the file of
+    pid's descriptor fd, or None."""
+    try:
+        path = os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return None
+    for p in list(_live):
+        dirs = [p.mnt, *getattr(p, "extra", {}).values()]
+        if any(path == d or path.startswith(d + "/") for d in dirs):
+            return p
+    return None
+
+
+def taken(pid, server):
+    """True if process pid sleeps in a request to server (a Powerfs) that
+    server has taken.  The kernel queues a request and wakes a thread of
+    the server that waits in read(2) on /dev/fuse before the caller goes
+    to sleep; so once the caller sleeps and no thread of the server runs,
+    that thread has read the request and processed it (answered or parked
+    it) and waits again."""
+    return _state(pid) in ("S", "D") and all_asleep(server.pids())
+
+
+def wait_in_syscall(proc, syscalls, name, timeout=5.0, server=None):
+    """Wait until the child proc (a Popen, or a pid) sleeps in one of the
+    system calls syscalls (numbers by machine, from /proc/PID/syscall), and
+    until the powerfs that serves the call's file (server, or the one of
+    this suite whose mount holds the file of the call's first argument, a
+    descriptor) has taken the request (see taken()).  name is for the
+    error.  A child that exits meanwhile ends the wait."""
     nums = syscalls.get(platform.machine())
-    if nums is None:
-        time.sleep(0.5)
-        return
+    pid = getattr(proc, "pid", proc)
+    seen = None
     deadline = time.monotonic() + timeout * TIME_SCALE
     while time.monotonic() < deadline:
+        if hasattr(proc, "poll") and proc.poll() is not None:
+            return
         try:
-            with open(f"/proc/{proc.pid}/syscall") as f:
-                if f.read().split(" ", 1)[0] in nums:
-                    time.sleep(0.05)
-                    return
+            with open(f"/proc/{pid}/syscall") as f:
+                fields = f.read().split()
         except OSError:
-            time.sleep(0.5)
-            return
-        if proc.poll() is not None:
-            return
+            return                  # gone
+        seen = fields[:1]
+        if fields and fields[0] not in ("running", "-1") and \
+                (nums is None or fields[0] in nums):
+            srv = server or _powerfs_of(pid, int(fields[1], 16))
+            if _state(pid) in ("S", "D") and (srv is None or taken(pid, srv)):
+                return
         time.sleep(0.01)
-    raise AssertionError(f"child never entered {name}(2)")
+    raise AssertionError(f"child never sat in {name}(2) with its request "
+                         f"taken (/proc/{pid}/syscall: {seen})")
 
 
 class Reader:

@@ -353,13 +353,14 @@ def test_early_suspend_probe_and_autosleep():
     s0, s1, secs = c["success_grew"]
     assert s1 >= s0 + 2, f"autosleep suspended {s1 - s0} times in {secs}s"
     assert c["wakeup_count_write"] == c["state_write"] == "EBUSY"
+    assert c["mem_again"] == 3
     assert c["lock"] == c["unlock"] == [len("PowerManagerService.Display")]
     a, b = c["success_with_lock"]
     assert a == b, f"autosleep suspended {b - a} times with a lock held"
     assert c["off"] == 3
     assert c["off_seconds"] < 1.0
     assert c["autosleep_off"] == "off\n"
-    assert c["pos"] == 9               # three writes, never a seek
+    assert c["pos"] == 12              # four writes, never a seek
 
 
 # --- SystemSuspend -------------------------------------------------------------------
@@ -611,7 +612,9 @@ def freeze_a_blocked_reader(mount, root):
             proc.stderr.read() if proc.poll() is not None else "no ready"
         assert wait_until(lambda: in_read(proc.pid), timeout=5), \
             "reader never entered read(2)"
-        time.sleep(0.05)
+        # Parked in powerfs, not only queued in the kernel.
+        assert wait_until(lambda: conftest.taken(proc.pid, p), timeout=5), \
+            "powerfs never took the blocked read"
         cg_write(os.path.join(cg, "cgroup.procs"), str(proc.pid))
         t0 = time.monotonic()
         cg_write(os.path.join(cg, "freezer.state"), "FROZEN")

@@ -111,7 +111,7 @@ def test_suspends_while_idle(pfs):
         assert wait_until(lambda: pfs.stat("success") >= s0 + 2, timeout=8), \
             "autosleep without locks did not suspend repeatedly"
     s1 = pfs.stat("success")
-    time.sleep(1.0)
+    time.sleep(1.0)     # none in a window of 1 s (off waited for the last)
     assert pfs.stat("success") == s1, "suspends went on after autosleep off"
 
 
@@ -120,14 +120,16 @@ def test_a_held_lock_prevents_suspend(pfs):
     pfs.lock("hold")
     try:
         with autosleep(pfs):
-            time.sleep(1.2)
+            time.sleep(1.2)     # none in a window of 1.2 s
             assert pfs.stat("success") == s0, "suspended with a lock held"
             pfs.unlock("hold")
             assert wait_until(lambda: pfs.stat("success") > s0, timeout=8)
             pfs.lock("hold")
-            time.sleep(0.3)          # a suspend in progress ends
+            # An autosleep write waits for the transition lock: once it
+            # returns, a suspend that was in progress has ended and counted.
+            assert pfs.write("autosleep", b"mem") == 3
             s1 = pfs.stat("success")
-            time.sleep(1.2)
+            time.sleep(1.2)     # none in a window of 1.2 s
             assert pfs.stat("success") == s1, "suspended with a lock held"
     finally:
         pfs.unlock("hold")
@@ -138,19 +140,19 @@ def test_prevent_suspend_time(pfs):
     pfs.unlock("ps_idle")
     pfs.lock("ps")
     try:
-        time.sleep(0.2)
+        time.sleep(0.2)          # held 0.2 s without autosleep: not counted
         assert pfs.source("ps").prevent_suspend_time == 0
         t0 = time.monotonic()
         with autosleep(pfs):
             pfs.lock("ps_late")   # deviation: later sources count too
-            time.sleep(0.5)
+            time.sleep(0.5)      # counted: 0.5 s held with autosleep on
             rows = pfs.sources()
             limit = (time.monotonic() - t0) * 1000 + 50
             assert 400 <= rows[b"ps"].prevent_suspend_time <= limit
             assert 400 <= rows[b"ps_late"].prevent_suspend_time <= limit
             assert rows[b"ps_idle"].prevent_suspend_time == 0
         p1 = pfs.source("ps").prevent_suspend_time
-        time.sleep(0.3)
+        time.sleep(0.3)          # no growth in a window of 0.3 s
         assert pfs.source("ps").prevent_suspend_time == p1
     finally:
         pfs.unlock("ps", "ps_late")
@@ -179,22 +181,39 @@ def test_pause_after_a_wakeup_without_events(mount):
     # pause: about 3 suspends in 1.2 s, not one every 10 ms.
     p = mount("--simulate-sleep-ms=10")
     with autosleep(p):
-        time.sleep(1.2)
+        time.sleep(1.2)          # the suspends of 1.2 s are counted
     n = p.stat("success")
     assert 2 <= n <= 5, f"{n} suspends in 1.2 s"
 
 
 # --- the kernel's single work item (SPEC.md, kernel-observed 3/3) ----------------------
 
-def test_off_does_not_stop_a_run_waiting_for_a_lock(pfs):
+def handshake_armed(path):
+    """The state file says the handshake is armed (powerfs(5): the last
+    line "counts REGISTERED ARMED SAVED")."""
+    try:
+        text = path.read_bytes().split(b"\0", 1)[0].decode()
+    except FileNotFoundError:
+        return False
+    counts = [line.split() for line in text.splitlines()
+              if line.startswith("counts ")]
+    return bool(counts) and counts[-1][2] == "1"
+
+
+def test_off_does_not_stop_a_run_waiting_for_a_lock(mount, tmp_path):
     """lock h; autosleep mem; off; unlock h: the run that waited for h still
     arms the handshake, so after an event the next direct suspend fails
-    with EBUSY, once."""
+    with EBUSY, once.  (The kernel's sequence waits 0.5 s after the unlock;
+    here the state file says when the run has armed the handshake.)"""
+    state = tmp_path / "state"
+    pfs = mount(*SHARED_ARGS, f"--state-file={state}")
     pfs.lock("h")
     assert pfs.write("autosleep", b"mem") == 3
     assert pfs.write("autosleep", b"off") == 3
+    assert not handshake_armed(state)
     pfs.unlock("h")
-    time.sleep(0.5)
+    assert wait_until(lambda: handshake_armed(state)), \
+        "the run that waited for the lock did not arm the handshake"
     fails = pfs.stat("fail")
     pfs.lock("z")
     pfs.unlock("z")
@@ -207,19 +226,25 @@ def test_off_does_not_stop_a_run_waiting_for_a_lock(pfs):
     assert pfs.write("state", b"mem") == 3
 
 
-def test_off_does_not_stop_a_queued_run(pfs):
+def test_off_does_not_stop_a_queued_run(mount, tmp_path):
     """lock x; autosleep mem twice; unlock x; 0.1 s; off: the run queued by
     the second write still arms the handshake after the first has
-    suspended."""
+    suspended.  (Here "0.1 s" is: until the first run's suspend has
+    begun, as the log says; and the state file says when the queued run
+    has armed the handshake.)"""
+    state = tmp_path / "state"
+    pfs = mount(*SHARED_ARGS, f"--state-file={state}")
     pfs.lock("x2")
     assert pfs.write("autosleep", b"mem") == 3
     assert pfs.write("autosleep", b"mem") == 3
     ok = pfs.stat("success")
     pfs.unlock("x2")
-    time.sleep(0.1)
+    assert wait_until(lambda: "suspending to mem" in pfs.log())
     assert pfs.write("autosleep", b"off") == 3
     assert wait_until(lambda: pfs.stat("success") == ok + 1, timeout=5)
-    time.sleep(1)
+    assert wait_until(lambda: handshake_armed(state)), \
+        "the queued run did not arm the handshake"
+    time.sleep(1)               # no other suspend in a window of 1 s
     assert pfs.stat("success") == ok + 1
     pfs.lock("z2")
     pfs.unlock("z2")

@@ -104,7 +104,7 @@ def test_lock_makes_a_directory(cwfs):
     assert p.cread("wakeup1", "wakeup_count") == b"0\n"
     assert p.cread("wakeup1", "expire_count") == b"0\n"
     t1 = int(p.cread("wakeup1", "active_time_ms"))
-    time.sleep(0.1)
+    time.sleep(0.1)                      # held 0.1 s more, on purpose
     t2 = int(p.cread("wakeup1", "active_time_ms"))
     assert t2 >= t1 + 90, (t1, t2)
     # Total and max include the current activation.
@@ -118,14 +118,14 @@ def test_lock_makes_a_directory(cwfs):
 def test_unlock_and_relock_update_counts(cwfs):
     p = cwfs()
     p.lock("foo")
-    time.sleep(0.05)
+    time.sleep(0.05)                     # held 50 ms, on purpose
     p.unlock("foo")
     v = p.values("wakeup1")
     assert v["active_count"] == 1 and v["event_count"] == 1, v
     assert v["active_time_ms"] == 0, v
     assert v["total_time_ms"] >= 50 and v["total_time_ms"] == \
         v["max_time_ms"], v
-    time.sleep(0.02)
+    time.sleep(0.02)                     # a window of 20 ms
     assert p.values("wakeup1") == v      # nothing moves while inactive
     p.lock("foo")
     p.lock("foo")                        # an event on an active source
@@ -140,7 +140,7 @@ def test_same_numbers_as_wakeup_sources(cwfs):
     p = cwfs()
     p.lock("a", "b", "c")
     p.write("wake_lock", b"t 1000000")   # a 1 ms timeout: expires
-    time.sleep(0.02)
+    assert wait_until(lambda: p.source("t").expire_count == 1)
     p.unlock("a", "b")
     p.write("autosleep", b"off")         # one event on "autosleep"
     by_name = p.by_name()
@@ -181,7 +181,7 @@ def test_prevent_suspend_time(cwfs):
     p = cwfs("--simulate-sleep-ms=50")
     p.lock("hold")
     p.write("autosleep", b"mem")
-    time.sleep(0.1)
+    time.sleep(0.1)                      # 0.1 s with autosleep on, on purpose
     v = p.values("wakeup1")
     assert v["prevent_suspend_time_ms"] >= 90, v
     p.write("autosleep", b"off")
@@ -228,7 +228,7 @@ def test_file_formats(cwfs):
     p = cwfs()
     p.lock("fmt")
     p.write("wake_lock", b"exp 1000000")
-    time.sleep(0.01)
+    assert wait_until(lambda: p.source("exp").expire_count == 1)
     for d in ("wakeup0", "wakeup1", "wakeup2"):
         for f in FILES:
             data = p.cread(d, f)
@@ -249,7 +249,7 @@ def test_reads_follow_sysfs_rules(cwfs):
         rest = os.read(fd, 8192)               # continues from it
         assert NUMBER.fullmatch(first + rest)
         assert os.read(fd, 8192) == b""        # used up: 0 at once
-        time.sleep(0.05)
+        time.sleep(0.05)                       # the time grows 50 ms
         os.lseek(fd, 0, os.SEEK_SET)
         again = os.read(fd, 8192)              # offset 0: fresh
         assert int(again) >= int(first + rest) + 40

@@ -1,4 +1,4 @@
-"""make fuzz, as the README shows it: the harnesses build, and each one
+"""make fuzz, as HACKING.md shows it: the harnesses build, and each one
 replays its committed corpus (inputs that once found a bug stay fixed)."""
 
 import subprocess

@@ -7,7 +7,7 @@ import subprocess
 import conftest
 
 
-def test_make_install_puts_binary_man_page_and_unit(tmp_path):
+def test_make_install_puts_binaries_man_pages_and_unit(tmp_path):
     dest = tmp_path / "stage"
     r = subprocess.run(["make", "-C", str(conftest.REPO), "install",
                         "PREFIX=/opt/pf", f"DESTDIR={dest}"],
@@ -15,8 +15,14 @@ def test_make_install_puts_binary_man_page_and_unit(tmp_path):
     assert r.returncode == 0, r.stderr
     binary = dest / "opt/pf/bin/powerfs"
     assert os.access(binary, os.X_OK)
-    assert (dest / "opt/pf/share/man/man1/powerfs.1").read_text() == \
-        (conftest.REPO / "powerfs.1").read_text()
+    assert os.access(dest / "opt/pf/bin/powerfs-report", os.X_OK)
+    # One page per audience, each where man looks for its section.
+    for page in ("powerfs.1", "powerfs-report.1", "powerfs.5", "powerfs.7"):
+        installed = dest / "opt/pf/share/man" / ("man" + page[-1]) / page
+        assert installed.read_text() == (conftest.REPO / page).read_text()
+    assert sorted(p.name for p in (dest / "opt/pf/share/man").glob("*/*")) == \
+        sorted(p.name for p in conftest.REPO.glob("*.[157]")), \
+        "a man page in the tree that make install leaves out"
     unit = (dest / "lib/systemd/system/powerfs.service").read_text()
     lines = unit.splitlines()
     for line in ["Type=notify", "NotifyAccess=main",

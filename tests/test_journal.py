@@ -583,9 +583,11 @@ def test_idle_daemon_with_journal_never_wakes(mount, tmp_path):
     inst.unlock("burst")
     wait_lines(jpath, 3)
     pid = inst.server_pid()
-    time.sleep(0.3)          # the writer's batch ends; closes drain
+    # The writer's batch ends and the closes (RELEASE) are processed: every
+    # thread sleeps (see conftest.taken()).
+    assert wait_until(lambda: conftest.all_asleep(inst.pids()))
     before = thread_switches(pid)
-    time.sleep(3)
+    time.sleep(3)            # no wake-up in a window of 3 s
     assert thread_switches(pid) - before == 0
     assert len(read_journal(jpath)) == 3
 

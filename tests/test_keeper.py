@@ -987,7 +987,7 @@ def test_a_fork_failure_after_a_crash_is_retried(tmp_path, fault_preload):
         os.kill(server, signal.SIGKILL)
         assert wait_until(lambda: "cannot start a server" in p.log(),
                           timeout=10), p.log()
-        time.sleep(0.5)
+        time.sleep(0.5)         # still no server, and a keeper, after 0.5 s
         assert p.alive() and not children(p.proc.pid), p.log()
         block.unlink()
         assert settled(p), p.log()

@@ -460,6 +460,10 @@ class BlockedReader:
         ok = wait_until(inside, timeout=timeout, interval=0.02)
         assert ok, (f"{self.argv[0]} never entered {self.tool}(2): "
                     f"/proc/{self.pid}/syscall says {got}")
+        # Parked in the host's powerfs, not only queued in the kernel.
+        assert wait_until(lambda: conftest.taken(self.pid, self.ct.pfs),
+                          timeout=timeout), \
+            f"the host's powerfs never took {self.argv[0]}'s read"
         return got[0]
 
     def blocked(self, secs=0.3):
@@ -876,30 +880,3 @@ def test_hook_binds_over_existing_directories(env):
                             "last_suspend_time", "1"]
     finally:
         shutil.rmtree(root, ignore_errors=True)
-
-
-def fenced_blocks(markdown):
-    """The contents of the ``` blocks of a markdown text."""
-    blocks, current = [], None
-    for line in markdown.splitlines(keepends=True):
-        if line.startswith("```"):
-            if current is None:
-                current = []
-            else:
-                blocks.append("".join(current))
-                current = None
-        elif current is not None:
-            current.append(line)
-    return blocks
-
-
-def test_docs_show_the_shipped_conf():
-    """The recipe in the README is the shipped file, verbatim."""
-    with open(CONF) as f:
-        conf = f.read()
-    readme = (conftest.REPO / "README.md").read_text()
-    shown = [b for b in fenced_blocks(readme)
-             if b.startswith(conf.split("\n", 1)[0])]
-    assert shown, "README.md does not show dist/lxc/powerfs.conf"
-    for block in shown:
-        assert block == conf, "README.md shows an old powerfs.conf"

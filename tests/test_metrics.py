@@ -276,7 +276,7 @@ def scripted_run(p):
     p.write("wake_lock", b"timed 50000000")          # 50 ms
     assert wait_until(lambda: b"timed" not in p.active())
     p.write("autosleep", b"mem")                     # held: no suspend
-    time.sleep(0.05)
+    time.sleep(0.05)                 # prevent-suspend time, on purpose
     p.write("autosleep", b"off")
     p.unlock(*ODD_NAMES)
     # A suspend that succeeds, then one that fails: an event since the
@@ -406,11 +406,11 @@ def test_idle_means_no_wakeups(mount, metrics_dir):
     p.lock("x")
     p.unlock("x")
     wait_for_file(p, metrics_dir)
-    # The timer and the writer are done when the file is there; give the
-    # closes (RELEASE) and the like a moment to drain.
-    time.sleep(0.3)
+    # The timer and the writer are done when the file is there; the closes
+    # (RELEASE) are processed once every thread sleeps.
+    assert wait_until(lambda: conftest.all_asleep(p.pids()))
     before = thread_switches(pid)
-    time.sleep(3)
+    time.sleep(3)            # no wake-up in a window of 3 s
     assert thread_switches(pid) - before == 0
 
 
@@ -431,7 +431,7 @@ def test_a_failing_write_is_said_once_and_its_end_too(mount, metrics_dir):
         p.unlock(f"lost{i}")
         assert wait_until(lambda: p.log().count("metrics: cannot write")
                           == 1, timeout=INTERVAL + 5)
-        time.sleep(INTERVAL)
+        time.sleep(INTERVAL)    # the next write in an interval of its own
     assert p.log().count(f"metrics: cannot write {metrics_dir}/{PROM}: "
                          "No such file or directory") == 1
     os.mkdir(metrics_dir)

@@ -1,77 +1,23 @@
 """systemd-nspawn with a powerfs mount bound over /sys/power.
 
-A minimal busybox rootfs (nspawn wants an os-release file); no systemd
+A minimal busybox rootfs (conftest's rootfs fixture); no systemd
 runs here, so nspawn is started with --register=no --keep-unit.  nspawn
 drops CAP_BLOCK_SUSPEND from the container unless it is given
 --capability=CAP_BLOCK_SUSPEND: without it the container's root cannot
 take or release wake locks (EPERM), with it it can."""
 
-import contextlib
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 
 import pytest
 
+import conftest
 from conftest import CAP_BLOCK_SUSPEND
 
 SHARED_ARGS = ("-o", "allow_other")      # as a host would mount it
-NSPAWN = shutil.which("systemd-nspawn")
-BUSYBOX = "/bin/busybox"                 # busybox-static
-APPLETS = ("sh", "cat", "dd", "echo", "grep")
-RUN_NSPAWN = "/run/systemd/nspawn"
+NSPAWN = conftest.NSPAWN
 DD_STATUS = re.compile(rb"\d+\+\d+ records (in|out)\n|\d+ bytes .*copied.*\n")
-
-
-def is_static(path):
-    """True if the ELF file asks for no program interpreter (PT_INTERP):
-    it runs in a rootfs without libraries."""
-    with open(path, "rb") as f:
-        head = f.read(64)
-        if head[:4] != b"\x7fELF" or head[4] != 2:     # 64-bit only
-            return False
-        order = "little" if head[5] == 1 else "big"
-        phoff = int.from_bytes(head[32:40], order)
-        phentsize = int.from_bytes(head[54:56], order)
-        phnum = int.from_bytes(head[56:58], order)
-        f.seek(phoff)
-        table = f.read(phentsize * phnum)
-    return all(int.from_bytes(table[i:i + 4], order) != 3      # PT_INTERP
-               for i in range(0, len(table), phentsize))
-
-
-@pytest.fixture(scope="module")
-def rootfs():
-    if os.geteuid() != 0:
-        pytest.skip("systemd-nspawn needs root")
-    if not NSPAWN:
-        pytest.skip("systemd-nspawn missing: run scripts/install-deps.sh")
-    if not os.path.exists(BUSYBOX) or not is_static(BUSYBOX):
-        pytest.skip(f"{BUSYBOX} is not a static busybox "
-                    "(install busybox-static)")
-    made_run_dir = not os.path.exists(RUN_NSPAWN)
-    root = tempfile.mkdtemp(prefix="powerfs-nspawn-")
-    try:
-        for d in ("bin", "etc", "usr/lib", "proc", "sys", "dev", "tmp",
-                  "run"):
-            os.makedirs(os.path.join(root, d))
-        shutil.copy(BUSYBOX, os.path.join(root, "bin", "busybox"))
-        for a in APPLETS:
-            os.symlink("busybox", os.path.join(root, "bin", a))
-        with open(os.path.join(root, "usr/lib/os-release"), "w") as f:
-            f.write("ID=powerfs-test\nNAME=powerfs test rootfs\n")
-        os.symlink("../usr/lib/os-release",
-                   os.path.join(root, "etc/os-release"))
-        yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-        if made_run_dir:
-            # nspawn leaves its (empty) state directories behind.
-            for d in ("propagate", "locks", "unix-export", ""):
-                with contextlib.suppress(OSError):
-                    os.rmdir(os.path.join(RUN_NSPAWN, d))
 
 
 def nspawn(rootfs, pfs, script, *opts):

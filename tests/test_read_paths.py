@@ -393,7 +393,7 @@ def test_mmap_private_faults_with_sigbus(pfs):
 
 
 def test_lseek_past_2g_is_accepted(pfs):
-    """Deviation (see powerfs(1)): the kernel refuses an offset above 2^31-1
+    """Deviation (see powerfs(7)): the kernel refuses an offset above 2^31-1
     (sysfs's limit); FUSE's lseek never reaches the server and allows any.
     A read from there returns nothing, as a pread past the end does."""
     fd = os.open(pfs.path("state"), os.O_RDONLY)

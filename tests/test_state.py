@@ -275,7 +275,7 @@ def test_a_queued_write_gives_up_at_a_signal(mount, name, data, restart):
         assert json.loads(out) == [-1, errno.EINTR]
         assert time.monotonic() - t0 < 0.5, "waited for the suspend"
         assert first.wait(5) == 3
-        time.sleep(0.3)
+        time.sleep(0.3)         # no second suspend in a window of 0.3 s
         assert p.stat("success") == 1
         assert "suspending to mem" not in p.log().split("resumed from mem")[-1]
     finally:

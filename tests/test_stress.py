@@ -51,7 +51,7 @@ import time
 import pytest
 
 from conftest import (PYTHON, SOURCES_HEADER, STATS_COUNTERS, STATS_FILES,
-                      Reader, timed)
+                      Reader, timed, wait_until)
 
 OPS = int(os.environ.get("POWERFS_STRESS_OPS", "50000"))
 WRITERS = int(os.environ.get("POWERFS_STRESS_WRITERS", "8"))
@@ -477,8 +477,7 @@ def kill_blocked_count_reader(p):
     now) killed with SIGKILL: it must be gone at once (Reader.kill fails
     if it survives 5 s)."""
     with Reader(p.path("wakeup_count")) as r:
-        r.wait_in_read(timeout=10)
-        time.sleep(0.05)
+        r.wait_in_read(timeout=10)      # and taken by powerfs
     return True
 
 
@@ -551,8 +550,8 @@ def run_stress(p, writers, ops, names, gc=False, limit=0,
                 timed(p.write, "wake_unlock", b"n%d" % i)
             except OSError as e:
                 assert e.errno == errno.EINVAL, e   # never created, or collected
-        time.sleep(0.06)
-        assert timed(p.read, "wake_lock") == b"\n"
+        # The last timeouts run out.
+        assert wait_until(lambda: timed(p.read, "wake_lock") == b"\n")
         count_data = timed(p.read, "wakeup_count")
         assert re.fullmatch(rb"\d+\n", count_data), count_data
         count = int(count_data)

@@ -77,7 +77,7 @@ def test_lock_accepted(pfs, cmd, name, timed_out):
             assert name not in pfs.active()
             assert name in pfs.inactive()
         else:
-            time.sleep(0.1)
+            time.sleep(0.1)     # no expiry in a window of 0.1 s
             assert pfs.active() == [name]
             assert expire_count(pfs, name) == expired - 1
     finally:
@@ -102,7 +102,7 @@ def test_timeout_expires(pfs):
 
 def test_zero_timeout_means_none(pfs):
     pfs.lock("z0 0")
-    time.sleep(0.3)
+    time.sleep(0.3)             # no expiry in a window of 0.3 s
     assert pfs.active() == [b"z0"]
     assert pfs.source("z0").expire_count == 0
     pfs.unlock("z0")
@@ -111,7 +111,7 @@ def test_zero_timeout_means_none(pfs):
 def test_lock_without_timeout_cancels_timeout(pfs):
     pfs.lock(b"cx %d" % (200 * MS))
     pfs.lock(b"cx")
-    time.sleep(0.5)
+    time.sleep(0.5)             # no expiry in a window of 0.5 s (> 200 ms)
     assert pfs.active() == [b"cx"]
     assert pfs.source("cx").expire_count == 0
     pfs.unlock("cx")
@@ -121,7 +121,7 @@ def test_shorter_timeout_does_not_shorten(pfs):
     t0 = time.monotonic()
     pfs.lock(b"sh %d" % (700 * MS))
     pfs.lock(b"sh 1")
-    time.sleep(0.3)
+    time.sleep(0.3)             # no expiry in a window of 0.3 s
     assert pfs.active() == [b"sh"], "a 1 ns timeout cut a 700 ms one short"
     assert wait_until(lambda: pfs.active() == [], timeout=5)
     assert time.monotonic() - t0 >= 0.6
@@ -133,7 +133,7 @@ def test_longer_timeout_extends(pfs):
     t0 = time.monotonic()
     pfs.lock(b"lg %d" % (200 * MS))
     pfs.lock(b"lg %d" % (700 * MS))
-    time.sleep(0.45)
+    time.sleep(0.45)            # no expiry in a window of 0.45 s (> 200 ms)
     assert pfs.active() == [b"lg"]
     assert wait_until(lambda: pfs.active() == [], timeout=5)
     assert time.monotonic() - t0 >= 0.6
@@ -151,7 +151,7 @@ def test_timeout_on_a_held_lock_arms_a_timer(pfs):
                                 4294967296 * MS, 4294967295 * MS + 1])
 def test_huge_timeouts_are_capped_not_wrapped(pfs, ns):
     pfs.lock(b"huge %d" % ns)
-    time.sleep(0.3)
+    time.sleep(0.3)             # no expiry in a window of 0.3 s
     try:
         assert pfs.active() == [b"huge"]
     finally:
@@ -329,8 +329,8 @@ def test_gc_collects_inactive_locks(mount):
     p.unlock("a", "b", "c")
     for _ in range(97):
         p.unlock("a")
-    # 100 successful unlocks: no collection yet.
-    time.sleep(0.3)
+    # 100 successful unlocks: no collection yet (one runs inside the
+    # unlock write that starts it, so there is nothing to wait for).
     assert p.read("wake_unlock") == b"a b c\n"
     p.unlock("a")     # the 101st
     assert wait_until(lambda: p.read("wake_unlock") == b"\n"), \
@@ -353,8 +353,7 @@ def test_gc_keeps_recently_used_locks(mount):
     p = mount("--wakelock-limit=4")     # default idle time 300 s
     p.lock("a", "b")
     for _ in range(101):
-        p.unlock("a")
-    time.sleep(0.3)
+        p.unlock("a")           # the 101st collects, inside the write
     assert p.read("wake_unlock") == b"a\n"
     assert p.read("wake_lock") == b"b\n"
     assert list(p.sources()) == [b"b", b"a", b"autosleep", b"deleted"]
@@ -365,7 +364,7 @@ def test_gc_stops_at_recently_used_locks(mount):
     p.lock("k")                   # old but active: skipped
     p.lock("a", "b")
     p.unlock("a", "b")
-    time.sleep(1.3)
+    time.sleep(1.3)             # a and b age past the GC time, on purpose
     p.lock("c")
     for _ in range(99):           # unlocks 3 .. 101
         p.unlock("c")

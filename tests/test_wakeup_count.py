@@ -118,7 +118,7 @@ def test_sigstop_sigcont_interrupts_a_blocked_read(pfs):
         with Reader(pfs.path("wakeup_count")) as r:
             r.wait_in_read()
             os.kill(r.proc.pid, signal.SIGSTOP)
-            time.sleep(0.2)
+            time.sleep(0.2)     # stopped for 0.2 s, on purpose
             os.kill(r.proc.pid, signal.SIGCONT)
             n, err, _ = r.result(3)
             assert (n, err) == (-1, errno.EINTR)

@@ -82,7 +82,7 @@ def test_times(mount):
     t0 = time.monotonic() * 1000
     p.lock("tm")
     t1 = time.monotonic() * 1000
-    time.sleep(0.3)
+    time.sleep(0.3)             # held 0.3 s, on purpose
     s = p.source("tm")
     assert s.active_since >= 250
     assert s.total_time >= s.active_since
@@ -99,7 +99,7 @@ def test_times(mount):
     assert t2 - 20 <= s.last_change <= t3 + 20
     first = s.total_time
     p.lock("tm")
-    time.sleep(0.1)
+    time.sleep(0.1)             # held 0.1 s, on purpose
     p.unlock("tm")
     s = p.source("tm")
     assert s.total_time >= first + 80
@@ -118,7 +118,7 @@ def test_expire_count(mount):
 def test_prevent_suspend_time_zero_without_autosleep(mount):
     p = mount()
     p.lock("np")
-    time.sleep(0.2)
+    time.sleep(0.2)             # held 0.2 s without autosleep, on purpose
     assert p.source("np").prevent_suspend_time == 0
     p.unlock("np")
     assert p.source("np").prevent_suspend_time == 0

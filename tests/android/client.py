@@ -754,11 +754,13 @@ def early_suspend_autosleep_client():
     st = os.open(P + "state", os.O_RDWR | os.O_CLOEXEC)
     res["state_write"] = write(st, b"mem")
     os.close(st)
-    # A wake lock stops the loop.
+    # A wake lock stops the loop.  Another autosleep write waits for the
+    # transition lock: once it returns, a suspend that was in progress
+    # when the lock came has ended and counted.
     res["lock"] = in_other_process(lock, b"PowerManagerService.Display")
-    time.sleep(0.15)
+    res["mem_again"] = write(au, b"mem")
     s1 = stat_counter("success")
-    time.sleep(0.3)
+    time.sleep(0.3)     # no suspend in a window of 0.3 s
     res["success_with_lock"] = [s1, stat_counter("success")]
     res["unlock"] = in_other_process(unlock, b"PowerManagerService.Display")
     t0 = mono()

@@ -660,7 +660,7 @@ def check_readers(c, backend, held):
     sleep_verdict(c, f"{backend}/deep with readers", km, k0, pfs, p0, "deep")
     if held:
         # They got EINTR as the sleep began, came back, and were given
-        # the count at once rather than wait (see powerfs.1, DEVIATIONS).
+        # the count at once rather than wait (see powerfs(7), DEVIATIONS FROM THE KERNEL).
         after = {n: (blocked_in_read(p.pid) if p.poll() is None else f"exited {p.returncode}")
                  for n, p in procs.items()}
         c.note("after resume, lock still held: " +
