@@ -202,7 +202,9 @@ static void mark(struct freeze *fb)
 	char pid[16];
 	int n = g_snprintf(pid, sizeof(pid), "%d", (int)getpid());
 
-	if (setxattr(fb->dir, MARK, pid, n, 0) == 0 || fb->mark_failed)
+	/* No cgroup (yet): the freeze fails and says so. */
+	if (setxattr(fb->dir, MARK, pid, n, 0) == 0 || errno == ENOENT ||
+	    fb->mark_failed)
 		return;
 	fb->mark_failed = TRUE;
 	g_warning("%s: cannot set %s (%s): should this server die while the "
@@ -610,8 +612,8 @@ static void scan_done(GObject *source, GAsyncResult *res, gpointer data)
 		return;
 	}
 	if (!sc->due_ns) {
-		g_info("%s: asleep (%u tasks, no alarm armed)", fb->dir,
-		       sc->tasks);
+		g_info("%s: asleep (%u tasks, %u alarm timers, none armed)",
+		       fb->dir, sc->tasks, sc->alarms);
 		return;
 	}
 	g_info("%s: asleep (%u tasks), the earliest of %u alarms due in "

@@ -35,6 +35,7 @@ import conftest
 from conftest import (POWERFS, PYTHON, ExtraMounts, Powerfs, _live, children,
                       kill_children, raises_errno, wait_until)
 import test_android
+from test_logind import logind, logind_factory  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -51,6 +52,8 @@ _WRITER = r'''
 import errno, os, sys, time
 fd = os.open(sys.argv[1], os.O_WRONLY)
 print("ready", flush=True)
+if sys.argv[2:] == ["go"]:          # write once told to
+    sys.stdin.readline()
 t0 = time.monotonic()
 try:
     n = os.write(fd, b"mem")
@@ -155,10 +158,11 @@ class Cgroup:
 
     def popen(self, *argv, **kw):
         """argv started inside the cgroup (it joins before it execs)."""
+        kw.setdefault("stdin", subprocess.DEVNULL)
         p = subprocess.Popen(
             ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"',
-             self.dir, *map(str, argv)], stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+             self.dir, *map(str, argv)], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, **kw)
         self.procs.append(p)
         return p
 
@@ -237,9 +241,18 @@ def box(hierarchy):
         pytest.fail("\n".join(failures), pytrace=False)
 
 
-def writer_in(box, path=None):
-    w = box.cg.popen(PYTHON, "-c", _WRITER, path or box.pfs.path("state"))
+def writer_in(box, path=None, go=False):
+    """A writer of mem inside the cgroup, its file open; it writes at
+    once, or (go) once go() is called."""
+    w = box.cg.popen(PYTHON, "-c", _WRITER, path or box.pfs.path("state"),
+                     *(["go"] if go else []),
+                     stdin=subprocess.PIPE if go else subprocess.DEVNULL)
     assert w.stdout.readline() == "ready\n", w.stderr.read()
+    if go:
+        def go_on():
+            w.stdin.write("go\n")
+            w.stdin.flush()
+        w.go = go_on
     return w
 
 
@@ -248,6 +261,24 @@ def result_of(proc, timeout=10.0):
     assert ready, "still blocked"
     n, seconds = proc.stdout.readline().split()
     return (int(n) if n.isdigit() else n), float(seconds)
+
+
+def host_write(pfs, name, data):
+    """One open and write(2) of the mount's file: its result, or the
+    OSError it raised (a close that fails after that is not its
+    business: the server may be gone)."""
+    fd = os.open(pfs.path(name), os.O_WRONLY)
+    try:
+        return os.write(fd, data)
+    except OSError as e:
+        return e
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def errno_of(result):
+    return result.errno if isinstance(result, OSError) else result
 
 
 def host_lock(pfs, name):
@@ -557,9 +588,259 @@ def test_a_cgroup_that_comes_later(box):
     os.mkdir(later)
     try:
         w = conftest.Background(p.write, "state", b"mem")
-        assert wait_until(lambda: "asleep" in p.log(), timeout=5)
+        assert wait_until(lambda: "asleep (0 tasks" in p.log(), timeout=5)
         host_lock(p, b"x")
         assert w.wait(5) == 3
         host_unlock(p, b"x")
     finally:
         os.rmdir(later)
+
+
+# --- crashes, stops, the keeper ---------------------------------------------------------------
+
+def gone(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+WRITE_SYSCALL = {"x86_64": ("1",), "aarch64": ("64",)}
+
+
+def stop_and_wait(pid):
+    """SIGSTOP, and wait until every thread of pid has stopped (a thread
+    that is woken by a request at that moment could still read it)."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def stopped():
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "T":
+                    return False
+        return True
+    assert wait_until(stopped, timeout=5)
+
+
+def left_asleep_thawed(log):
+    return "left asleep by a server that ended: thawed" in log
+
+
+@pytest.mark.parametrize("point", ["before the freeze", "during the freeze",
+                                   "while asleep", "at the wake-up"])
+def test_kill_9_of_the_server_leaves_no_frozen_container(box, mount, point,
+                                                         record_property):
+    """kill -9 of the server at each point of a sleep the container asked
+    for (the keeper starts the next server at once):
+    - before the freeze (the server stopped before it read the write): the
+      next server reads it, and the container sleeps as asked;
+    - during the freeze (a task the freezer cannot take holds it up): the
+      next server thaws the cgroup; the writer had its answer (3);
+    - while asleep: the same;
+    - at the wake-up (the server stopped as a host wake_lock came, before
+      it could thaw): the next server thaws, and takes the lock.
+    In every case the writer's write returns 3 and no task stays frozen."""
+    p = box.start()
+    blocker = None
+    if point == "during the freeze":
+        other = mount("--simulate-sleep-ms=60000")
+        blocker = box.cg.popen(PYTHON, "-c", _WRITER, other.path("state"))
+        assert blocker.stdout.readline() == "ready\n"
+        conftest.wait_in_syscall(blocker, WRITE_SYSCALL, "write")
+    server = p.server_pid()
+    w = writer_in(box, go=True)
+    if point == "before the freeze":
+        stop_and_wait(server)
+    w.go()
+    if point == "before the freeze":
+        conftest.wait_in_syscall(w, WRITE_SYSCALL, "write")
+        assert box.cg.state() == "THAWED"
+    elif point == "during the freeze":
+        assert wait_until(lambda: answered_by_the_freezer(p.log()))
+        time.sleep(0.2)
+        assert box.cg.state() == "FREEZING"
+    else:
+        assert box.cg.wait_state("FROZEN", timeout=5)
+    lock = None
+    if point == "at the wake-up":
+        stop_and_wait(server)
+        lock = conftest.Background(p.write, "wake_lock", b"wake")
+        time.sleep(0.2)
+    os.kill(server, signal.SIGKILL)
+    assert wait_until(lambda: gone(server), timeout=5)
+    if point == "before the freeze":
+        assert box.cg.wait_state("FROZEN", timeout=10), p.log()
+        host_lock(p, b"wake")
+    else:
+        assert box.cg.wait_state("THAWED", timeout=10), p.log()
+        assert wait_until(lambda: left_asleep_thawed(p.log())), p.log()
+    assert result_of(w)[0] == 3
+    if lock:
+        assert lock.wait(5) == 4
+    if point != "during the freeze":
+        assert box.cg.state() == "THAWED"
+    if p.active():
+        host_unlock(p, b"wake")
+    if blocker:
+        other.write("wake_lock", b"x")
+        assert result_of(blocker)[0] == 3
+        assert blocker.wait(5) == 0
+        other.write("wake_unlock", b"x")
+    record_property("log", "\n".join(line for line in p.log().splitlines()
+                                     if "WARNING" in line))
+
+
+@pytest.mark.parametrize("path", ["resend", "replay"])
+def test_a_host_writer_whose_server_dies_during_the_sleep_gets_ebusy(
+        box, monkeypatch, path):
+    """A writer outside the cgroup waits for the wake-up inside its
+    request; its server killed, the next one thaws the container and
+    answers the write (sent again by the kernel, or before Linux 6.9
+    processed again from its copy) with EBUSY: state is never run twice."""
+    if path == "replay":
+        monkeypatch.setenv("POWERFS_NO_RESEND", "1")
+    p = box.start()
+    w = conftest.Background(host_write, p, "state", b"mem")
+    assert box.cg.wait_state("FROZEN", timeout=5)
+    assert wait_until(lambda: ": asleep (" in p.log())
+    server = p.server_pid()
+    os.kill(server, signal.SIGKILL)
+    assert errno_of(w.wait(10)) == errno.EBUSY
+    assert box.cg.wait_state("THAWED", timeout=5)
+    log = p.log()
+    assert wait_until(lambda: left_asleep_thawed(p.log())), log
+    log = p.log()
+    assert "a write of state that the previous server had taken" in log
+    if path == "replay":
+        assert re.search(r"left \d+ requests? unanswered", log), log
+
+
+def test_sigterm_during_a_sleep_thaws_the_container(box):
+    """SIGTERM while asleep: the server ends the attempt (a writer on the
+    host gets EIO), thaws the container, and exits 0."""
+    p = box.start()
+    w = conftest.Background(host_write, p, "state", b"mem")
+    assert box.cg.wait_state("FROZEN", timeout=5)
+    assert wait_until(lambda: ": asleep (" in p.log())
+    p.proc.send_signal(signal.SIGTERM)
+    assert errno_of(w.wait(10)) == errno.EIO
+    assert box.cg.state() == "THAWED"
+    assert p.proc.wait(10) == 0
+    box.servers.remove(p)
+    _live.discard(p)
+    p.force_cleanup()
+    assert not os.path.ismount(p.mnt)
+
+
+def test_an_aborted_connection_during_a_sleep_thaws_the_container(box,
+                                                                  tmp_path):
+    """The connection aborted while asleep (the mount is dead: nothing can
+    reach powerfs any more): the server ends, and thaws the container."""
+    p = box.start()
+    w = writer_in(box)
+    assert box.cg.wait_state("FROZEN", timeout=5)
+    ctl = tmp_path / "fusectl"
+    ctl.mkdir()
+    subprocess.run(["mount", "-t", "fusectl", "none", str(ctl)], check=True)
+    try:
+        with open(ctl / str(os.minor(os.stat(p.mnt).st_dev)) / "abort",
+                  "w") as f:
+            f.write("1")
+        assert p.proc.wait(10) == 1
+        assert box.cg.state() == "THAWED"
+        assert result_of(w)[0] == 3
+    finally:
+        subprocess.run(["umount", str(ctl)])
+        box.servers.remove(p)
+        _live.discard(p)
+        p.force_cleanup()
+
+
+def test_a_keeper_that_gives_up_thaws_the_container(box):
+    """A server that crashes again and again while its container sleeps
+    (here SIGSEGV from outside, five times within 10 s): the keeper gives
+    up, and its last act thaws the container the last server froze."""
+    p = box.start()
+    loop = box.cg.popen("sh", "-c", f'while echo mem > "{p.path("state")}"; '
+                        "do :; done")
+    server = None
+    try:
+        for i in range(5):
+            found = []
+            assert wait_until(lambda: found.extend(
+                c for c in children(p.proc.pid)
+                if c != server and not gone(c)) or found, timeout=10), \
+                (i, p.log())
+            server = found[0]
+            # Asleep again, frozen by this server.
+            assert wait_until(lambda: p.log().count(": asleep (") > i,
+                              timeout=10), (i, p.log())
+            assert box.cg.state() == "FROZEN", (i, box.cg.state())
+            os.kill(server, signal.SIGSEGV)
+            assert wait_until(lambda: gone(server), timeout=10)
+        assert p.proc.wait(10) == 1
+        assert box.cg.wait_state("THAWED", timeout=5), box.cg.state()
+        assert "thawed, as no server will come back" in p.log(), p.log()
+    finally:
+        # Its writes now land in the bare mount point: stop it.
+        loop.kill()
+        box.servers.remove(p)
+        _live.discard(p)
+        p.force_cleanup()
+
+
+def test_pm_test_levels_stop_before_anything_is_frozen(box):
+    p = box.start()
+    assert p.write("pm_test", b"freezer") == 7
+    w = writer_in(box)
+    assert result_of(w)[0] == 3
+    assert "through freeze" not in p.log()
+    assert p.read("suspend_stats/success") == b"1\n"
+
+
+# --- logind ---------------------------------------------------------------------------------
+
+def host_power_dir(tmp_path):
+    """A host /sys/power whose pm_wakeup_irq says IRQ 8 (rtc0) woke it."""
+    d = tmp_path / "host" / "power"
+    (d / "suspend_stats").mkdir(parents=True)
+    (d / "pm_wakeup_irq").write_text("8\n")
+    irq = tmp_path / "host" / "kernel" / "irq" / "8"
+    irq.mkdir(parents=True)
+    (irq / "actions").write_text("rtc0\n")
+    return d
+
+
+def test_the_hosts_resume_wakes_a_sleeping_container(logind_factory, box,
+                                                     tmp_path):
+    """logind's PrepareForSleep(false) after the host's own sleep wakes the
+    container, and wakeup_reasons names the IRQ that woke the host.  The
+    host's sleep while the container is awake counts as a sleep too."""
+    logind = logind_factory()
+    p = box.start(f"--host-power={host_power_dir(tmp_path)}", reasons=True)
+    assert "the host's sleeps are not followed" not in p.log()
+    w = writer_in(box)
+    assert box.cg.wait_state("FROZEN", timeout=5)
+    logind.prepare_for_sleep(True)
+    time.sleep(0.3)
+    assert box.cg.state() == "FROZEN"
+    logind.prepare_for_sleep(False)
+    assert box.cg.wait_state("THAWED", timeout=5)
+    assert result_of(w)[0] == 3
+    reasons = p.extra["wakeup-reasons"]
+    with open(f"{reasons}/last_resume_reason") as f:
+        assert f.read() == "8 rtc0\n"
+    assert p.read("suspend_stats/success") == b"1\n"
+    logind.prepare_for_sleep(True)
+    logind.prepare_for_sleep(False)
+    assert wait_until(lambda: p.read("suspend_stats/success") == b"2\n")
+
+
+def test_inhibit_sleep_holds_the_host_while_a_lock_is_held(logind, box):
+    p = box.start("--inhibit-sleep")
+    host_lock(p, b"keep")
+    assert wait_until(lambda: logind.blocks(), timeout=5)
+    assert logind.blocks()[0][2] == "powerfs: held by keep"
+    host_unlock(p, b"keep")
+    assert wait_until(lambda: not logind.blocks(), timeout=5)

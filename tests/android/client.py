@@ -1193,8 +1193,9 @@ def alarm_owner(work, seconds):
                        _Timespec(int(due), int(due % 1 * 1e9)))
     _check(libc.timerfd_settime(fd, TFD_TIMER_ABSTIME, ctypes.byref(spec),
                                 None), "timerfd_settime")
-    with open(work + "/alarm.armed", "w") as f:
+    with open(work + "/alarm.tmp", "w") as f:
         f.write(json.dumps({"due": due}))
+    os.rename(work + "/alarm.tmp", work + "/alarm.armed")
     select.select([fd], [], [])
     fired = boottime()
     expirations = int.from_bytes(os.read(fd, 8), "little")
@@ -1236,6 +1237,10 @@ def container_sleep(work, alarm_s="2"):
     wake lock to go), then the result."""
     pids = [forked(counter, work),
             forked(alarm_owner, work, float(alarm_s))]
+    # Armed before the platform lets the device sleep.
+    t0 = mono()
+    while not os.path.exists(work + "/alarm.armed") and mono() - t0 < 10:
+        time.sleep(0.005)
     res = {"zygote_kwl": lock(b"zygote_kwl")}
     ss = SystemSuspend(True)
     ss.enable_autosuspend()
