@@ -844,3 +844,28 @@ def test_inhibit_sleep_holds_the_host_while_a_lock_is_held(logind, box):
     assert logind.blocks()[0][2] == "powerfs: held by keep"
     host_unlock(p, b"keep")
     assert wait_until(lambda: not logind.blocks(), timeout=5)
+
+
+# --- the bench ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("v1", [False, True], ids=["v2", "v1"])
+def test_bench_freeze_runs(v1):
+    """scripts/bench-freeze prints its figures (not asserted: timed
+    figures would fail on a busy machine) and leaves nothing behind."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    before = open("/proc/self/mountinfo").read().count("bench-")
+    r = subprocess.run([str(conftest.REPO / "scripts" / "bench-freeze"),
+                        f"--powerfs={POWERFS}", "--rounds=2", "--asleep=1",
+                        "--alarm-ms=200", *(["--v1"] if v1 else [])],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert re.search(r"\nalarm to running again: 2 sleeps, median [0-9.]+ "
+                     r"ms, max [0-9.]+ ms\n", out), out
+    m = re.search(r"\na sleeping container over 1\.0 s: ([0-9.]+) ms of CPU, "
+                  r"its counter (\d+) -> (\d+); powerfs's server meanwhile "
+                  r"[0-9.]+ ms, \d+ wake-ups\n", out)
+    assert m, out
+    assert float(m[1]) == 0 and m[2] == m[3], out
+    assert open("/proc/self/mountinfo").read().count("bench-") == before
