@@ -472,7 +472,9 @@ static void scan_cgroup(struct scan *sc, int dfd)
 	while ((e = readdir(d))) {
 		int sub;
 
-		if (e->d_type != DT_DIR || e->d_name[0] == '.')
+		/* LXC's attached tasks live in ".lxc". */
+		if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") ||
+		    !strcmp(e->d_name, ".."))
 			continue;
 		sub = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY |
 					     O_CLOEXEC);
