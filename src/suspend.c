@@ -138,10 +138,10 @@ static void record_earlier_failures(struct suspend *s)
 			       s->backend->failed_step);
 }
 
-/* The source the backend says woke the system signals its event, while
- * the handshake is still armed (it counts in its wakeup_count): a driver's
- * pm_wakeup_event() at resume.  The sources are registered the first time
- * they are named, and kept. */
+/* The source the backend says woke the system is why, and signals its
+ * event while the handshake is still armed (it counts in its
+ * wakeup_count): a driver's pm_wakeup_event() at resume.  The sources are
+ * registered the first time they are named, and kept. */
 static void signal_wake_source(struct suspend *s)
 {
 	const char *name = s->backend->wake_source;
@@ -149,6 +149,7 @@ static void signal_wake_source(struct suspend *s)
 
 	if (!name)
 		return;
+	wakeup_reason_log_abnormal(s->reasons, name);
 	ws = g_hash_table_lookup(s->wake_sources, name);
 	if (!ws) {
 		ws = wakeup_source_register(s->engine, name, strlen(name));
