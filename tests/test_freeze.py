@@ -757,6 +757,31 @@ def test_an_aborted_connection_during_a_sleep_thaws_the_container(box,
         p.force_cleanup()
 
 
+def test_autosleep_sleeps_it_and_an_unmount_thaws_it(box):
+    """autosleep puts the container to sleep whenever no wake lock is held
+    (no writer waits then); a host lock wakes it and keeps it awake; its
+    release lets it sleep again.  Unmounted while it sleeps (nobody is in
+    a request), powerfs ends, and thaws it on its way out."""
+    p = box.start()
+    box.cg.popen("sh", "-c", "while :; do :; done")
+    assert p.write("autosleep", b"mem") == 3
+    assert box.cg.wait_state("FROZEN", timeout=5)
+    host_lock(p, b"hold")
+    assert box.cg.wait_state("THAWED", timeout=5)
+    assert not wait_until(lambda: box.cg.state() != "THAWED", timeout=0.6)
+    host_unlock(p, b"hold")
+    assert box.cg.wait_state("FROZEN", timeout=5)
+    assert int(p.read("suspend_stats/success")) >= 1
+    r = subprocess.run([conftest.FUSERMOUNT, "-u", p.mnt],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert p.proc.wait(10) == 0
+    assert box.cg.state() == "THAWED"
+    box.servers.remove(p)
+    _live.discard(p)
+    p.force_cleanup()
+
+
 def test_a_keeper_that_gives_up_thaws_the_container(box):
     """A server that crashes again and again while its container sleeps
     (here SIGSEGV from outside, five times within 10 s): the keeper gives
