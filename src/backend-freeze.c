@@ -14,7 +14,8 @@
  * its fake signal, and the kernel's FUSE client then sends us an INTERRUPT
  * for the request and goes on waiting for the answer in a killable wait,
  * where the freezer cannot take it: the cgroup would stay "freezing" for
- * as long as the write waits (measured on Linux 6.18 and 6.1, v1 and v2).
+ * as long as the write waits, with either freezer (check-vm's
+ * j-freeze-design shows it on Linux 6.1).
  * So an INTERRUPT of the state write from a task of this cgroup, while
  * its sleep is under way, is answered at once with success (freezes()
  * says which tasks; fs.c answers).  Nothing of the task runs before the
@@ -35,7 +36,8 @@
  *     of CLOCK_BOOTTIME_ALARM or CLOCK_REALTIME_ALARM, found in
  *     /proc/PID/fdinfo of every task of the cgroup once the freeze is
  *     complete (the tasks can arm no other then).  A timer that expired and
- *     was not read yet is due now.  The kernel keeps such timers armed
+ *     was not read yet is due now; one its owner disarmed still shows the
+ *     time it had left, and wakes the container once.  The kernel keeps such timers armed
  *     while the tasks are frozen and wakes the host for them; here a timer
  *     on the boot clock wakes the container when the earliest comes due.
  *     The alarm is the kernel's "alarmtimer" wakeup source;
