@@ -122,6 +122,7 @@ struct freeze {
 	struct scan *scan;
 	int alarm_fd;		/* a timerfd on the boot clock */
 	guint alarm_watch;
+	gint64 alarm_due;	/* boot clock ns, the alarm it is armed for */
 	struct pf_timer *wake_timer;	/* wakes from the main loop */
 	enum why why;
 	int host_irq;
@@ -575,11 +576,17 @@ static void woken(gpointer data)
 		/* An event: the core knows its source. */
 		break;
 	}
-	g_info("%s: woken %s after %.3f s", fb->dir,
-	       fb->why == WOKEN_BY_HOST ? "by the host's resume" :
-	       fb->why == WOKEN_BY_EVENT ? "by a wakeup event" :
-	       "by an alarm",
-	       fb->frozen_at ? (boot_ns() - fb->frozen_at) / 1e9 : 0.0);
+	if (fb->why == WOKEN_BY_ALARM)
+		g_info("%s: woken by an alarm after %.3f s, %.3f ms after it "
+		       "was due", fb->dir, (boot_ns() - fb->frozen_at) / 1e9,
+		       (boot_ns() - fb->alarm_due) / 1e6);
+	else
+		g_info("%s: woken %s after %.3f s", fb->dir,
+		       fb->why == WOKEN_BY_HOST ? "by the host's resume" :
+		       fb->why == WOKEN_BY_EVENT ? "by a wakeup event" :
+		       "by an alarm",
+		       fb->frozen_at ? (boot_ns() - fb->frozen_at) / 1e9 :
+				       0.0);
 	end_sleep(fb, 0);
 }
 
@@ -623,6 +630,7 @@ static void scan_done(GObject *source, GAsyncResult *res, gpointer data)
 	g_info("%s: asleep (%u tasks), the earliest of %u alarms due in "
 	       "%.3f s (pid %d)", fb->dir, sc->tasks, sc->alarms,
 	       (sc->due_ns - now) / 1e9, (int)sc->due_pid);
+	fb->alarm_due = sc->due_ns;
 	timerfd_settime(fb->alarm_fd, TFD_TIMER_ABSTIME,
 			&(struct itimerspec){
 				.it_value = {
