@@ -26,7 +26,7 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 
 CORE := clock journal wakeup wakeup-reason wakelock suspend autosleep power backend-simulate
-DAEMON := $(CORE) host-power backend-sysfs backend-logind state-file metrics caps attrs loop-hold inflight fuse-session fs class-wakeup keeper log main
+DAEMON := $(CORE) host-power backend-sysfs backend-logind backend-freeze state-file metrics caps attrs loop-hold inflight fuse-session fs class-wakeup keeper log main
 UNIT_TESTS := test-wakeup test-wakeup-reason test-wakelock test-autosleep test-metrics test-inflight test-session
 
 core_objs = $(patsubst %,$(BUILD)/%.o,$(CORE))

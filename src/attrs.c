@@ -181,6 +181,11 @@ gboolean pf_store_cancel(struct power *pw, gpointer data)
 	return TRUE;
 }
 
+gboolean pf_store_interrupted(struct power *pw, gpointer data, pid_t pid)
+{
+	return suspend_writer_frozen(pw->suspend, locked_store_for, data, pid);
+}
+
 /* state */
 
 static int state_show(struct power *pw, GString *out)
@@ -597,11 +602,10 @@ static gssize pm_test_store(struct power *pw, const struct pf_caller *caller,
 }
 
 /* mem_sleep: s2idle always, shallow and deep where the backend offers
- * standby and mem. */
+ * standby and mem as such (see suspend_mem_sleep_states()). */
 static gboolean mem_sleep_valid(struct power *pw, enum pm_state m)
 {
-	return m == PM_FREEZE ||
-	       (suspend_valid_states(pw->suspend) & PM_STATE_BIT(m));
+	return suspend_mem_sleep_states(pw->suspend) & PM_STATE_BIT(m);
 }
 
 static int mem_sleep_show(struct power *pw, GString *out)

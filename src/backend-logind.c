@@ -682,7 +682,7 @@ static int logind_suspend(struct backend *be, enum pm_state state,
 	return PF_PENDING;
 }
 
-void backend_logind_block_sleep(struct backend *be, const char *why)
+static void logind_block_host_sleep(struct backend *be, const char *why)
 {
 	struct logind *li = (struct logind *)be;
 	g_autofree char *name = NULL;
@@ -752,6 +752,7 @@ static const struct backend_ops logind_ops = {
 	.name = "logind",
 	.states = logind_states,
 	.suspend = logind_suspend,
+	.block_host_sleep = logind_block_host_sleep,
 	.free = logind_free,
 };
 

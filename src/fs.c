@@ -135,6 +135,9 @@ struct parked {
 	off_t off;
 	/* A write waiting for the core: its length. */
 	gsize len;
+	/* In fs->interrupted, a write to be answered with len from the loop
+	 * (see parked_write_interrupted()), not with EINTR. */
+	gboolean early;
 };
 
 static char *node_path(struct pf_fs *fs, const struct node *n);
@@ -370,6 +373,7 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino,
 
 static void park_read(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
 		      size_t size, off_t off);
+static void reply_store(fuse_req_t req, gssize result);
 
 /* Generate the content and answer from it, or park until it can be. */
 static void read_fresh(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
@@ -520,6 +524,15 @@ static gboolean answer_interrupted(gpointer data)
 	while ((l = g_queue_pop_head_link(&fs->interrupted))) {
 		struct parked *p = l->data;
 
+		if (p->early) {
+			/* The core goes on; its late answer is dropped. */
+			p->early = FALSE;
+			before_reply(fs);
+			reply_store(p->req, (gssize)p->len);
+			p->req = NULL;
+			g_queue_push_tail_link(&fs->answered, &p->link);
+			continue;
+		}
 		fuse_reply_err(p->req, EINTR);
 		g_free(p);
 	}
@@ -606,7 +619,11 @@ static void store_done(gssize result, gpointer data)
 	struct parked *p = data;
 
 	before_reply(p->fs);
-	if (p->req) {
+	if (p->early) {
+		/* Answered before the loop got to the interrupt's answer. */
+		g_queue_unlink(&p->fs->interrupted, &p->link);
+		reply_store(p->req, result);
+	} else if (p->req) {
 		g_queue_unlink(&p->fs->parked, &p->link);
 		reply_store(p->req, result);
 	} else {
@@ -688,17 +705,31 @@ static void fs_resumed(gpointer data)
 }
 
 /* A writer interrupted while its write waits: if it only waited for its
- * turn (the kernel's interruptible transition lock), it gets EINTR; a
- * write that is being carried out (a suspend) goes on.  Called by libfuse
- * with the request locked: answer from the loop. */
+ * turn (the kernel's interruptible transition lock), it gets EINTR.  A
+ * write that is being carried out (a suspend) goes on, and its writer
+ * waits for the answer, unless the sleep it asked for freezes the writer
+ * itself (a container's own sleep, --backend=freeze): the interruption is
+ * then the freezer's signal, and the kernel's FUSE client, which waits
+ * for our answer, could not be frozen meanwhile.  So the write is answered
+ * now, with success: the writer leaves the request and is frozen on its
+ * way back to user space, before it runs any code of its own, and sees
+ * its write return when the sleep is over, as on the kernel.  Called by
+ * libfuse with the request locked: answer from the loop. */
 static void parked_write_interrupted(fuse_req_t req, void *data)
 {
 	struct parked *p = data;
 	struct pf_fs *fs = p->fs;
+	pid_t pid = fuse_req_ctx(req)->pid;
 
-	(void)req;
-	if (!p->req || !pf_store_cancel(fs->pw, p))
+	if (!p->req)
 		return;
+	if (!pf_store_cancel(fs->pw, p)) {
+		if (!pf_store_interrupted(fs->pw, p, pid))
+			return;
+		g_info("write interrupted by the freezer of its sleep: "
+		       "answered now (pid %d)", (int)pid);
+		p->early = TRUE;
+	}
 	g_queue_unlink(&fs->parked, &p->link);
 	g_queue_push_tail_link(&fs->interrupted, &p->link);
 	if (!fs->interrupt_idle)

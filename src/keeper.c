@@ -538,6 +538,8 @@ int keeper_run(const struct keeper_config *cfg)
 				goto out;
 	}
 out:
+	if (cfg->release)
+		cfg->release();
 	disconnect(&k);
 	if (k.ready)
 		g_message("%s: no longer kept (exit status %d)",

@@ -79,20 +79,21 @@ static const GOptionEntry entries[] = {
 	{ "options", 'o', 0, G_OPTION_ARG_STRING_ARRAY, &opt.mount_options,
 	  "FUSE mount options, e.g. allow_other (repeatable)", "OPTS" },
 	{ "backend", 0, 0, G_OPTION_ARG_STRING, &opt.backend,
-	  "How to suspend: simulate (default), logind or sysfs:DIR", "NAME" },
+	  "How to suspend: simulate (default), logind, sysfs:DIR, or "
+	  "freeze:CGROUP (a container's own sleep)", "NAME" },
 	{ "suspend-timeout", 0, 0, G_OPTION_ARG_INT, &opt.suspend_timeout,
 	  "logind: fail a suspend with EBUSY if the sleep has not begun "
 	  "after this long (default 30)", "SECONDS" },
 	{ "inhibit-sleep", 0, 0, G_OPTION_ARG_NONE, &opt.inhibit_sleep,
-	  "logind: hold a block inhibitor while any wakeup source is active",
-	  NULL },
+	  "logind, freeze: hold a logind block inhibitor while any wakeup "
+	  "source is active", NULL },
 	{ "host-power", 0, 0, G_OPTION_ARG_FILENAME, &opt.host_power,
-	  "logind: the host kernel's /sys/power, whose settings are shown and "
-	  "which names the IRQ that woke the host (default /sys/power)",
-	  "DIR" },
+	  "logind, freeze: the host kernel's /sys/power, which names the IRQ "
+	  "that woke the host (and whose settings logind shows; default "
+	  "/sys/power)", "DIR" },
 	{ "host-suspend-stats", 0, 0, G_OPTION_ARG_FILENAME,
 	  &opt.host_suspend_stats,
-	  "logind: read the host kernel's suspend statistics from DIR "
+	  "logind, freeze: read the host kernel's suspend statistics from DIR "
 	  "(default the --host-power directory's suspend_stats)", "DIR" },
 	{ "simulate-sleep-ms", 0, 0, G_OPTION_ARG_INT, &opt.simulate_sleep_ms,
 	  "Length of a simulated suspend; a wakeup event ends it early "
@@ -208,13 +209,25 @@ static guint parse_states(const char *list)
 static void check_backend_options(const char *mountpoint)
 {
 	const char *name = opt.backend ? opt.backend : "simulate";
+	gboolean follows_logind = !strcmp(name, "logind") ||
+				  g_str_has_prefix(name, "freeze:");
 
-	if (opt.inhibit_sleep && strcmp(name, "logind"))
-		usage_error("--inhibit-sleep needs --backend=logind");
-	if (opt.host_suspend_stats && strcmp(name, "logind"))
-		usage_error("--host-suspend-stats needs --backend=logind");
-	if (opt.host_power && strcmp(name, "logind"))
-		usage_error("--host-power needs --backend=logind");
+	if (opt.inhibit_sleep && !follows_logind)
+		usage_error("--inhibit-sleep needs --backend=logind or "
+			    "--backend=freeze:CGROUP");
+	if (opt.host_suspend_stats && !follows_logind)
+		usage_error("--host-suspend-stats needs --backend=logind or "
+			    "--backend=freeze:CGROUP");
+	if (opt.host_power && !follows_logind)
+		usage_error("--host-power needs --backend=logind or "
+			    "--backend=freeze:CGROUP");
+	if (g_str_has_prefix(name, "freeze:")) {
+		g_autoptr(GError) error = NULL;
+
+		if (!backend_freeze_check(name + strlen("freeze:"), &error))
+			usage_error("--backend=freeze: %s", error->message);
+		return;
+	}
 	if (g_str_has_prefix(name, "sysfs:")) {
 		const char *dir = name + strlen("sysfs:");
 		g_autofree char *real = realpath(dir, NULL);
@@ -238,12 +251,50 @@ static void check_backend_options(const char *mountpoint)
 			    "sysfs:DIR)", name);
 }
 
+/* logind, for the backends that follow the host's sleeps through it; NULL
+ * and error if it cannot be reached. */
+static struct backend *make_logind(struct pf_clock *clock, GError **error)
+{
+	const char *host = opt.host_power ? opt.host_power : "/sys/power";
+	g_autofree char *stats = opt.host_suspend_stats ?
+		g_strdup(opt.host_suspend_stats) :
+		g_build_filename(host, "suspend_stats", NULL);
+
+	return backend_logind_new(clock, opt.suspend_timeout, host, stats,
+				  error);
+}
+
+/* --backend=freeze:CGROUP: logind where it runs, to follow the host's
+ * sleeps and for --inhibit-sleep, which cannot do without it. */
+static struct backend *make_freeze(struct pf_clock *clock, const char *dir)
+{
+	g_autoptr(GError) error = NULL;
+	struct backend *host = make_logind(clock, &error);
+	struct backend *be;
+
+	if (!host && opt.inhibit_sleep)
+		fail(1, "--inhibit-sleep: %s", error->message);
+	if (!host)
+		g_message("the host's sleeps are not followed: %s",
+			  error->message);
+	g_clear_error(&error);
+	be = backend_freeze_new(clock, dir, host, &error);
+	if (!be) {
+		if (host)
+			host->ops->free(host);
+		usage_error("--backend=freeze: %s", error->message);
+	}
+	return be;
+}
+
 static struct backend *make_backend(struct pf_clock *clock)
 {
 	const char *name = opt.backend ? opt.backend : "simulate";
 	g_autoptr(GError) error = NULL;
 	struct backend *be;
 
+	if (g_str_has_prefix(name, "freeze:"))
+		return make_freeze(clock, name + strlen("freeze:"));
 	if (g_str_has_prefix(name, "sysfs:")) {
 		g_autofree char *real = realpath(name + strlen("sysfs:"), NULL);
 
@@ -254,14 +305,7 @@ static struct backend *make_backend(struct pf_clock *clock)
 		return be;
 	}
 	if (!strcmp(name, "logind")) {
-		const char *host = opt.host_power ? opt.host_power :
-						    "/sys/power";
-		g_autofree char *stats = opt.host_suspend_stats ?
-			g_strdup(opt.host_suspend_stats) :
-			g_build_filename(host, "suspend_stats", NULL);
-
-		be = backend_logind_new(clock, opt.suspend_timeout, host,
-					stats, &error);
+		be = make_logind(clock, &error);
 		if (!be)
 			fail(1, "%s", error->message);
 		return be;
@@ -601,8 +645,20 @@ static void block_sleep_while_active(gpointer data)
 	struct power *pw = data;
 	const struct wakeup_source *ws = wakeup_first_active(pw->engine);
 
-	backend_logind_block_sleep(pw->backend,
-				   ws ? wakeup_source_name(ws) : NULL);
+	pw->backend->ops->block_host_sleep(pw->backend,
+					   ws ? wakeup_source_name(ws) : NULL);
+}
+
+/* The keeper's last word, once no server will come back: a container
+ * that its last server left asleep wakes. */
+static void release_backend(void)
+{
+	const char *name = opt.backend ? opt.backend : "";
+
+	if (g_str_has_prefix(name, "freeze:") &&
+	    backend_freeze_release(name + strlen("freeze:")))
+		g_warning("%s: thawed, as no server will come back",
+			  name + strlen("freeze:"));
 }
 
 /* How the server's loop ended. */
@@ -1114,6 +1170,7 @@ keep:
 		.wakeup_reasons_dir = wakeup_reasons_dir,
 		.own_state_file = state_file,
 		.on_ready = keeper_ready,
+		.release = release_backend,
 	};
 	status = keeper_run(&kc);
 	if (status && !opt.foreground)

@@ -166,16 +166,21 @@ static void append_source(struct state_file *sf,
 			  const struct wakeup_source *ws)
 {
 	struct power *pw = sf->pw;
+	const char *name = wakeup_source_name(ws);
 	struct wakeup_record r;
 
-	wakeup_source_save(ws, &r);
 	if (ws == wakeup_deleted_source(pw->engine)) {
 		pf_string_append(sf->out, "source deleted");
 	} else if (ws == autosleep_source(pw->autosleep)) {
 		pf_string_append(sf->out, "source autosleep");
+	} else if (wakelocks_lookup(pw->wakelocks, name, strlen(name)) == ws) {
+		append_hex(sf->out, "lock ", name);
 	} else {
-		append_hex(sf->out, "lock ", wakeup_source_name(ws));
+		/* A source of the backend's (alarmtimer): it is no lock, and
+		 * is registered again when it next wakes the system. */
+		return;
 	}
+	wakeup_source_save(ws, &r);
 	append_record(sf->out, &r);
 }
 

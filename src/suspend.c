@@ -7,6 +7,7 @@
  * main loop when it is released, so nothing ever blocks a thread.
  */
 #include <errno.h>
+#include <string.h>
 
 #include "powerfs/suspend.h"
 
@@ -38,6 +39,7 @@ struct suspend {
 	struct journal_attempt origin;	/* of the next attempt */
 	struct journal_attempt attempt;	/* the one in progress */
 	struct journal_attempt external;	/* someone else's sleep */
+	GHashTable *wake_sources;	/* name -> the backend's sources */
 };
 
 static const char *const state_labels[PM_NR_STATES] = {
@@ -79,6 +81,8 @@ void backend_clear_wakeup(struct backend *be)
 	be->wake_irq_name = NULL;
 	be->wake_reason = NULL;
 	be->slept_ns = -1;
+	be->wake_source = NULL;
+	be->wake_source_ms = 0;
 }
 
 /* The kernel's suspend steps (suspend_stat_step), in the order of the
@@ -132,6 +136,26 @@ static void record_earlier_failures(struct suspend *s)
 	while (n--)
 		record_failure(s, s->backend->earlier_errno,
 			       s->backend->failed_step);
+}
+
+/* The source the backend says woke the system is why, and signals its
+ * event while the handshake is still armed (it counts in its
+ * wakeup_count): a driver's pm_wakeup_event() at resume.  The sources are
+ * registered the first time they are named, and kept. */
+static void signal_wake_source(struct suspend *s)
+{
+	const char *name = s->backend->wake_source;
+	struct wakeup_source *ws;
+
+	if (!name)
+		return;
+	wakeup_reason_log_abnormal(s->reasons, name);
+	ws = g_hash_table_lookup(s->wake_sources, name);
+	if (!ws) {
+		ws = wakeup_source_register(s->engine, name, strlen(name));
+		g_hash_table_insert(s->wake_sources, g_strdup(name), ws);
+	}
+	wakeup_source_event(ws, s->backend->wake_source_ms);
 }
 
 /* The backend's word on why the sleep ended, then the times: an attempt
@@ -214,6 +238,7 @@ static void system_resumed(int error, gpointer data)
 				s->stats.last_failed_step, s->engine);
 	} else {
 		s->stats.success++;
+		signal_wake_source(s);
 		record_wakeup(s, 0);
 		g_message("the system resumed");
 		journal_sleep(s->journal, s->external.start,
@@ -252,6 +277,8 @@ struct suspend *suspend_new(struct wakeup_engine *engine,
 	s->reasons = reasons;
 	s->hooks = g_array_new(FALSE, FALSE,
 			       sizeof(struct suspend_sleep_hooks));
+	s->wake_sources = g_hash_table_new_full(g_str_hash, g_str_equal,
+						g_free, NULL);
 	backend_clear_wakeup(backend);
 	g_queue_init(&s->lock_queue);
 	s->stats.last_failed_dev = "";
@@ -265,7 +292,7 @@ struct suspend *suspend_new(struct wakeup_engine *engine,
 		.freeze_timeout_ms = 20000,
 	};
 	for (enum pm_state m = PM_MEM; m > PM_FREEZE; m--)
-		if (backend->ops->states(backend) & PM_STATE_BIT(m)) {
+		if (suspend_mem_sleep_states(s) & PM_STATE_BIT(m)) {
 			s->settings.mem_sleep = m;
 			break;
 		}
@@ -278,8 +305,15 @@ struct suspend *suspend_new(struct wakeup_engine *engine,
 
 void suspend_free(struct suspend *s)
 {
+	GHashTableIter it;
+	gpointer ws;
+
 	if (!s)
 		return;
+	g_hash_table_iter_init(&it, s->wake_sources);
+	while (g_hash_table_iter_next(&it, NULL, &ws))
+		wakeup_source_unregister(ws);
+	g_hash_table_unref(s->wake_sources);
 	/* Queued callers are dropped: at exit their requests were already
 	 * answered by the file system layer. */
 	g_queue_clear_full(&s->lock_queue, g_free);
@@ -293,6 +327,16 @@ void suspend_free(struct suspend *s)
 guint suspend_valid_states(const struct suspend *s)
 {
 	return s->backend->ops->states(s->backend);
+}
+
+guint suspend_mem_sleep_states(const struct suspend *s)
+{
+	guint valid = suspend_valid_states(s);
+
+	if (s->backend->mem_sleep_states)
+		return s->backend->mem_sleep_states;
+	return PM_STATE_BIT(PM_FREEZE) |
+	       (valid & (PM_STATE_BIT(PM_STANDBY) | PM_STATE_BIT(PM_MEM)));
 }
 
 gboolean suspend_lock(struct suspend *s, suspend_locked_func func,
@@ -390,6 +434,8 @@ static void on_resumed(int error, gpointer data)
 	backend_done_func done = s->done;
 
 	s->done = NULL;
+	if (!error)
+		signal_wake_source(s);
 	attempt_finished(s, error);
 	done(error, s->done_data);
 }
@@ -446,6 +492,7 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 	s->done_data = data;
 	wakeup_set_event_hook(s->engine, on_wakeup_event, s);
 	s->backend->failed_step = NULL;	/* no step left from before */
+	s->backend->freeze_timeout_ms = s->settings.freeze_timeout_ms;
 	ret = s->backend->ops->suspend(s->backend, state, on_resumed, s);
 	if (ret != PF_PENDING) {
 		/* The backend failed before sleeping. */
@@ -478,6 +525,17 @@ void suspend_abort(struct suspend *s)
 gboolean suspend_shutting_down(const struct suspend *s)
 {
 	return s->shutting_down;
+}
+
+gboolean suspend_writer_frozen(struct suspend *s,
+			       gboolean (*match)(gpointer data, gpointer key),
+			       gpointer key, pid_t pid)
+{
+	struct backend *be = s->backend;
+
+	return s->sleeping && s->sleeping_func &&
+	       match(s->sleeping_data, key) && be->ops->freezes &&
+	       be->ops->freezes(be, pid);
 }
 
 void suspend_set_origin(struct suspend *s, const char *by, pid_t pid,

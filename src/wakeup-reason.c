@@ -84,9 +84,11 @@ void wakeup_reason_end(struct wakeup_reason *wr, gint64 slept_ns)
 
 	wr->capturing = FALSE;
 	if (slept_ns >= 0) {
-		/* The monotonic clock went on through a simulated sleep. */
+		/* The monotonic clock went on through a simulated sleep, or
+		 * a container's; the boot clock also counts a sleep of the
+		 * host's within it, which the backend counts as asleep. */
 		wr->asleep_ns = slept_ns;
-		wr->awake_ns = MAX(mono - slept_ns, 0);
+		wr->awake_ns = MAX(mono + jump - slept_ns, 0);
 	} else {
 		wr->awake_ns = MAX(mono, 0);
 		wr->asleep_ns = jump < NOT_A_SLEEP_NS ? 0 : jump;

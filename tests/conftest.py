@@ -1052,13 +1052,16 @@ def taken(pid, server):
     return _state(pid) in ("S", "D") and all_asleep(server.pids())
 
 
-def wait_in_syscall(proc, syscalls, name, timeout=5.0, server=None):
+def wait_in_syscall(proc, syscalls, name, timeout=5.0, server=None,
+                    queued_only=False):
     """Wait until the child proc (a Popen, or a pid) sleeps in one of the
     system calls syscalls (numbers by machine, from /proc/PID/syscall), and
     until the powerfs that serves the call's file (server, or the one of
     this suite whose mount holds the file of the call's first argument, a
-    descriptor) has taken the request (see taken()).  name is for the
-    error.  A child that exits meanwhile ends the wait."""
+    descriptor) has taken the request (see taken()).  queued_only: the
+    server is stopped on purpose and cannot take it; wait for the caller
+    alone.  name is for the error.  A child that exits meanwhile ends the
+    wait."""
     nums = syscalls.get(platform.machine())
     pid = getattr(proc, "pid", proc)
     seen = None
@@ -1074,7 +1077,8 @@ def wait_in_syscall(proc, syscalls, name, timeout=5.0, server=None):
         seen = fields[:1]
         if fields and fields[0] not in ("running", "-1") and \
                 (nums is None or fields[0] in nums):
-            srv = server or _powerfs_of(pid, int(fields[1], 16))
+            srv = None if queued_only else \
+                server or _powerfs_of(pid, int(fields[1], 16))
             if _state(pid) in ("S", "D") and (srv is None or taken(pid, srv)):
                 return
         time.sleep(0.01)

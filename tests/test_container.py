@@ -65,3 +65,34 @@ def test_usage_errors():
     assert run().returncode == 2
     r = run("--bogus", "true")
     assert r.returncode == 2 and "unknown option" in r.stderr
+
+
+# An alarm timerfd due in 1 s, then mem to /sys/power/state: prints what
+# the write returned, how late after the alarm it returned, and whether
+# the process runs in the cgroup the script made for it.
+_ALARM_THEN_SLEEP = r'''
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+class TS(ctypes.Structure): _fields_ = [("s", ctypes.c_long), ("ns", ctypes.c_long)]
+class ITS(ctypes.Structure): _fields_ = [("i", TS), ("v", TS)]
+tfd = libc.timerfd_create(9, 0)                 # CLOCK_BOOTTIME_ALARM
+due = time.clock_gettime(time.CLOCK_BOOTTIME) + 1
+assert libc.timerfd_settime(tfd, 0, ctypes.byref(ITS(TS(0, 0), TS(1, 0))), None) == 0
+cg = os.environ["POWERFS_CONTAINER_CGROUP"]
+mine = open("/proc/self/cgroup").read()
+inside = any(line.endswith(":/" + os.path.basename(cg)) for line in mine.splitlines())
+fd = os.open("/sys/power/state", os.O_WRONLY)
+n = os.write(fd, b"mem")
+print(n, round(time.clock_gettime(time.CLOCK_BOOTTIME) - due, 3), inside, cg)
+'''
+
+
+def test_freeze_puts_the_command_to_sleep_until_its_alarm():
+    """--freeze: the command runs in a cgroup of its own, which its write
+    of mem freezes until its alarm; the cgroup is gone afterwards."""
+    r = run("--freeze", "--", "/usr/bin/python3", "-c", _ALARM_THEN_SLEEP)
+    assert r.returncode == 0, r.stderr
+    n, late, inside, cgroup = r.stdout.split()
+    assert (n, inside) == ("3", "True"), r.stdout
+    assert 0 <= float(late) < 0.1, r.stdout
+    assert conftest.wait_until(lambda: not os.path.exists(cgroup), timeout=5)

@@ -82,6 +82,11 @@ int pf_attr_show(const struct pf_attr *attr, struct power *pw,
  * the store was only waiting for its turn and is now dropped (done will
  * not be called: answer EINTR), FALSE if it runs already. */
 gboolean pf_store_cancel(struct power *pw, gpointer data);
+/* The writer (pid) of a store that runs already was interrupted: TRUE if
+ * its answer, the full length, is to be given now (a state write whose
+ * sleep freezes the writer: see backend_ops.freezes); done is still
+ * called later, and that answer is dropped. */
+gboolean pf_store_interrupted(struct power *pw, gpointer data, pid_t pid);
 
 /* The table; row i is served as inode i + 2 (1 is the root). */
 const struct pf_attr *pf_attrs(guint *n_attrs);

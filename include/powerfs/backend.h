@@ -7,6 +7,7 @@
 #ifndef POWERFS_BACKEND_H
 #define POWERFS_BACKEND_H
 
+#include <sys/types.h>
 #include <glib.h>
 #include "powerfs/clock.h"
 
@@ -53,6 +54,16 @@ struct backend_ops {
 		       backend_done_func done, gpointer data);
 	/* A wakeup event arrived while suspended (optional). */
 	void (*wake)(struct backend *be);
+	/* Task pid (in powerfs's pid namespace) was interrupted inside the
+	 * state write whose sleep is under way (optional).  TRUE if the
+	 * sleep freezes that task: its write is then answered at once, with
+	 * success, and it leaves the request to be held by the freezer
+	 * before it runs again, until the sleep ends. */
+	gboolean (*freezes)(struct backend *be, pid_t pid);
+	/* Hold the host awake (a logind block inhibitor, "powerfs: held by
+	 * WHY") while why is not NULL (--inhibit-sleep; optional: a backend
+	 * without it cannot). */
+	void (*block_host_sleep)(struct backend *be, const char *why);
 	void (*free)(struct backend *be);
 };
 
@@ -86,6 +97,19 @@ struct backend {
 	const char *wake_irq_name;
 	const char *wake_reason;
 	gint64 slept_ns;
+	/* A wakeup source that woke the system (set with the report, as
+	 * wake_reason): the core signals an event on a source of that name,
+	 * active for wake_source_ms, as the kernel's driver would
+	 * (pm_wakeup_event()).  The core sets it back. */
+	const char *wake_source;
+	guint wake_source_ms;
+	/* pm_freeze_timeout, in ms, set by the core before each suspend(). */
+	guint freeze_timeout_ms;
+	/* What "mem" may mean (PM_STATE_BIT() of PM_FREEZE, PM_STANDBY,
+	 * PM_MEM: mem_sleep's s2idle, shallow, deep), set by a backend whose
+	 * "mem" is not simply its deepest state; 0: s2idle, and standby and
+	 * mem where states() offers them. */
+	guint mem_sleep_states;
 };
 
 /* No reason and no length known (what a backend starts with). */
@@ -109,8 +133,20 @@ struct backend *backend_logind_new(struct pf_clock *clock,
 				   guint suspend_timeout_s,
 				   const char *host_dir, const char *stats_dir,
 				   GError **error);
-/* Hold a logind block inhibitor for sleep ("powerfs: held by WHY") while why
- * is not NULL (--inhibit-sleep). */
-void backend_logind_block_sleep(struct backend *be, const char *why);
+
+/* Puts one container to sleep: the cgroup directory dir (cgroup v2's
+ * cgroup.freeze, or the v1 freezer's freezer.state; it may come and go
+ * with its container, but its parent must be a cgroup of either) is frozen
+ * until a wakeup event, the earliest alarm timer its tasks armed, or the
+ * host's resume (through host, a logind backend, or NULL) wakes it.  A
+ * container a dead server left frozen is thawed.  NULL and error if dir
+ * cannot be such a cgroup, or if powerfs runs inside it. */
+struct backend *backend_freeze_new(struct pf_clock *clock, const char *dir,
+				   struct backend *host, GError **error);
+/* The checks of backend_freeze_new(), before anything is mounted. */
+gboolean backend_freeze_check(const char *dir, GError **error);
+/* Thaws dir if a server froze it and is gone (a keeper whose servers
+ * will not come back).  TRUE if it was. */
+gboolean backend_freeze_release(const char *dir);
 
 #endif

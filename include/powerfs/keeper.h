@@ -16,6 +16,9 @@ struct keeper_config {
 	const char *wakeup_reasons_dir;	/* real path, may be NULL */
 	const char *own_state_file;	/* made for us: removed at a clean end */
 	void (*on_ready)(void);	/* the first server serves */
+	/* Undoes what a server leaves behind that must not outlive all of
+	 * them (a frozen container), once none will come any more. */
+	void (*release)(void);
 };
 
 /* Mounts (or takes the connections back), runs servers until the mount is

@@ -59,6 +59,9 @@ void suspend_free(struct suspend *s);
 
 /* Bit mask of supported states (from the backend). */
 guint suspend_valid_states(const struct suspend *s);
+/* What "mem" may mean: PM_STATE_BIT() of PM_FREEZE (s2idle, always),
+ * PM_STANDBY (shallow), PM_MEM (deep). */
+guint suspend_mem_sleep_states(const struct suspend *s);
 
 /* The transition lock (the kernel's autosleep_lock): state writes,
  * wakeup_count writes, autosleep changes and autosleep cycles run one at a
@@ -95,6 +98,13 @@ int suspend_enter(struct suspend *s, enum pm_state state,
  * its tasks. */
 void suspend_when_sleeping(struct suspend *s, wakeup_func func,
 			   gpointer data);
+/* The writer (pid) of the attempt in progress, whose suspend_when_sleeping()
+ * data match(es) key, was interrupted: TRUE if the sleep freezes it, so
+ * that its write is to be answered now (see backend_ops.freezes).  The
+ * attempt goes on; its func still runs, and the late answer is dropped. */
+gboolean suspend_writer_frozen(struct suspend *s,
+			       gboolean (*match)(gpointer data, gpointer key),
+			       gpointer key, pid_t pid);
 
 /* Who asks for the next suspend_enter(), for the journal: by is "state"
  * (a write; pid, uid its writer) or "autosleep" (pid -1). */

@@ -5,6 +5,11 @@ Run as root inside scripts/powerfs-container (powerfs bound over /sys/power):
 
     client.py SCENARIO [ARG...]
 
+CLIENT_SYS_POWER, CLIENT_WAKEUP_REASONS and CLIENT_CLASS_WAKEUP, if set,
+name the directories that stand for /sys/power, /sys/kernel/wakeup_reasons
+and /sys/class/wakeup (a powerfs mount seen from outside a mount
+namespace).
+
 The process first plays init (the /sys/power lines of init.rc), then forks
 children that take Android's uids, groups and capabilities and replay what
 the client does: the same files, open flags, buffer sizes, offsets and write
@@ -29,7 +34,8 @@ import threading
 import time
 import traceback
 
-P = "/sys/power/"
+P = os.environ.get("CLIENT_SYS_POWER", "/sys/power").rstrip("/") + "/"
+CLASS_WAKEUP = os.environ.get("CLIENT_CLASS_WAKEUP", "/sys/class/wakeup")
 
 # Android's ids (system/core/libcutils/include/private/android_filesystem_config.h)
 AID_SYSTEM = 1000
@@ -919,7 +925,8 @@ def android11(private_class_dir=""):
 
 # --- Android 12 and 13: SystemSuspend as it runs there ----------------------------
 
-K = "/sys/kernel/wakeup_reasons/"
+K = os.environ.get("CLIENT_WAKEUP_REASONS",
+                   "/sys/kernel/wakeup_reasons").rstrip("/") + "/"
 
 
 class SystemSuspend:
@@ -940,7 +947,7 @@ class SystemSuspend:
         self.fds = {}
         for path, flags in ((P + "wakeup_count", os.O_RDWR),
                             (P + "state", os.O_RDWR),
-                            ("/sys/class/wakeup", os.O_DIRECTORY),
+                            (CLASS_WAKEUP, os.O_DIRECTORY),
                             (P + "suspend_stats", os.O_DIRECTORY),
                             (K + "last_resume_reason", os.O_RDONLY),
                             (K + "last_suspend_time", os.O_RDONLY)):
@@ -1103,7 +1110,7 @@ class SystemSuspend:
     def kernel_wakelocks(self):
         """WakeLockEntryList::getKernelWakelockStats(): every wakeupN of
         the kept /sys/class/wakeup fd; std::stoll of all but name."""
-        out, d = {}, self.fds["/sys/class/wakeup"]
+        out, d = {}, self.fds[CLASS_WAKEUP]
         for kwl in os.listdir(d):
             sd = os.open(kwl, os.O_DIRECTORY | os.O_RDONLY | os.O_CLOEXEC,
                          dir_fd=d)
@@ -1189,6 +1196,105 @@ def android13(era, cycles="2"):
                                    uid=AID_SYSTEM,
                                    groups=[AID_SYSTEM, AID_WAKELOCK],
                                    timeout=45)
+    return res
+
+
+CLOCK_BOOTTIME_ALARM = 9           # linux/time.h
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+class _Itimerspec(ctypes.Structure):
+    _fields_ = [("it_interval", _Timespec), ("it_value", _Timespec)]
+
+
+TFD_TIMER_ABSTIME = 1
+
+
+def boottime():
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def alarm_owner(work, seconds):
+    """AlarmManager's part, in a process of its own: a timerfd on
+    CLOCK_BOOTTIME_ALARM due `seconds` from now (absolute, as AlarmManager
+    sets it), waited for with select(); WORK/alarm gets when it was due and
+    when the wait returned, on the boot clock."""
+    fd = libc.timerfd_create(CLOCK_BOOTTIME_ALARM, 0)
+    _check(0 if fd >= 0 else -1, "timerfd_create(CLOCK_BOOTTIME_ALARM)")
+    due = boottime() + seconds
+    spec = _Itimerspec(_Timespec(0, 0),
+                       _Timespec(int(due), int(due % 1 * 1e9)))
+    _check(libc.timerfd_settime(fd, TFD_TIMER_ABSTIME, ctypes.byref(spec),
+                                None), "timerfd_settime")
+    with open(work + "/alarm.tmp", "w") as f:
+        f.write(json.dumps({"due": due}))
+    os.rename(work + "/alarm.tmp", work + "/alarm.armed")
+    select.select([fd], [], [])
+    fired = boottime()
+    expirations = int.from_bytes(os.read(fd, 8), "little")
+    with open(work + "/alarm.tmp", "w") as f:
+        f.write(json.dumps({"due": due, "fired": fired,
+                            "expirations": expirations}))
+    os.rename(work + "/alarm.tmp", work + "/alarm")
+
+
+def counter(work):
+    """An app at work: counts in a loop, the count in WORK/count."""
+    fd = os.open(work + "/count", os.O_WRONLY | os.O_CREAT, 0o644)
+    n = 0
+    while True:
+        n += 1
+        os.pwrite(fd, b"%020d" % n, 0)
+        time.sleep(0.001)
+
+
+def forked(fn, *args):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            fn(*args)
+        finally:
+            os._exit(0)
+    return pid
+
+
+@scenario
+def container_sleep(work, alarm_s="2"):
+    """Android in a container that sleeps on its own (powerfs
+    --backend=freeze): SystemSuspend's loop (Android 13's suspend counter;
+    zygote_kwl taken as init takes it, then released) puts the container
+    to sleep whenever nothing holds it awake; a process counts in a loop;
+    another waits for its CLOCK_BOOTTIME_ALARM timerfd, due alarm_s seconds
+    from the start.  Prints "ready", runs until WORK/stop exists, prints
+    "stopping" once the loop will not sleep again (it may be waiting for a
+    wake lock to go), then the result."""
+    pids = [forked(counter, work),
+            forked(alarm_owner, work, float(alarm_s))]
+    # Armed before the platform lets the device sleep.
+    t0 = mono()
+    while not os.path.exists(work + "/alarm.armed") and mono() - t0 < 10:
+        time.sleep(0.005)
+    res = {"zygote_kwl": lock(b"zygote_kwl")}
+    ss = SystemSuspend(True)
+    ss.enable_autosuspend()
+    print("ready", flush=True)
+    while not os.path.exists(work + "/stop"):
+        time.sleep(0.02)
+    with ss.mutex:
+        ss.enabled = False
+        ss.cond.notify_all()
+    print("stopping", flush=True)
+    ss.thread.join(30)
+    res["thread_ended"] = not ss.thread.is_alive()
+    for pid in pids:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    res["cycles"] = ss.cycles
+    res["suspend_stats"] = ss.suspend_stats()
+    res["errors"] = ss.errors
     return res
 
 

@@ -74,6 +74,11 @@
  *                             the release signal. That keeps a state writer inside the
  *                             kernel, holding its locks, BEFORE tasks are frozen. Runs until
  *                             killed; prints one line per event.
+ *   pfs tfd CLOCKID MS        (freeze:CGROUP's alarms) a timerfd on clock CLOCKID
+ *                             (8 CLOCK_REALTIME_ALARM, 9 CLOCK_BOOTTIME_ALARM, 7
+ *                             CLOCK_BOOTTIME) armed MS ms away, and its fdinfo lines
+ *                             clockid/ticks/it_value: once armed, once disarmed, armed
+ *                             again and expired unread, then after its read()
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -786,6 +791,60 @@ static int do_vtproc(char **argv)
 	}
 }
 
+/* The timerfd lines of /proc/self/fdinfo/FD, on one line. */
+static void tfd_info(int fd, const char *when)
+{
+	char path[64], info[1024];
+	int f;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = open(path, O_RDONLY);
+	n = f < 0 ? -1 : read(f, info, sizeof(info) - 1);
+	if (f >= 0)
+		close(f);
+	if (n < 0) {
+		printf("fdinfo %s: unreadable\n", when);
+		return;
+	}
+	info[n] = 0;
+	printf("fdinfo %s:", when);
+	for (char *line = strtok(info, "\n"); line; line = strtok(NULL, "\n"))
+		if (!strncmp(line, "clockid", 7) || !strncmp(line, "ticks", 5) ||
+		    !strncmp(line, "it_value", 8))
+			printf(" [%s]", line);
+	printf("\n");
+}
+
+static int do_tfd(char **argv)
+{
+	int clock = atoi(argv[0]), ms = atoi(argv[1]);
+	struct itimerspec on = { .it_value = { ms / 1000, ms % 1000 * 1000000L } };
+	struct itimerspec soon = { .it_value = { 0, 50 * 1000000L } };
+	struct itimerspec off = { 0 };
+	unsigned long long ticks;
+	int fd = syscall(SYS_timerfd_create, clock, 0);
+
+	printf("timerfd_create(%d, 0)", clock);
+	res(fd);
+	if (fd < 0)
+		return 1;
+	printf("timerfd_settime(+%d ms)", ms);
+	res(syscall(SYS_timerfd_settime, fd, 0, &on, NULL));
+	tfd_info(fd, "armed");
+	printf("timerfd_settime(0: disarm)");
+	res(syscall(SYS_timerfd_settime, fd, 0, &off, NULL));
+	tfd_info(fd, "disarmed");
+	printf("timerfd_settime(+50 ms)");
+	res(syscall(SYS_timerfd_settime, fd, 0, &soon, NULL));
+	usleep(300 * 1000);
+	tfd_info(fd, "expired unread");
+	printf("read(timerfd)");
+	res(read(fd, &ticks, sizeof(ticks)));
+	tfd_info(fd, "read");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static char buf[1 << 20];
@@ -816,6 +875,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(cmd, "vtproc") && argc > 3) return do_vtproc(argv + 2);
+	if (!strcmp(cmd, "tfd") && argc > 3) return do_tfd(argv + 2);
 	const char *f = argv[2];
 	int rc = 0;
 

@@ -228,6 +228,122 @@ static void test_irqs(void)
 	pf_clock_free(clock);
 }
 
+/* A container's sleep (freeze:CGROUP): the monotonic clock runs while the
+ * container is frozen, the backend says how long that was, and a sleep of
+ * the host within it counts as asleep, not as time the attempt took. */
+static void test_container_sleep_spans_a_host_sleep(void)
+{
+	struct pf_clock *clock = pf_clock_new_fake(T0);
+	struct wakeup_reason *wr = wakeup_reason_new(clock);
+	g_autoptr(GString) out = g_string_new(NULL);
+
+	wakeup_reason_begin(wr);
+	pf_clock_fake_advance(clock, MS(100));	/* freezing */
+	pf_clock_fake_advance(clock, MS(2000));	/* frozen */
+	pf_clock_fake_host_sleep(clock, MS(5000));
+	pf_clock_fake_advance(clock, MS(50));	/* frozen, then the thaw */
+	wakeup_reason_end(wr, MS(7050) * 1000);
+	wakeup_reason_show_times(wr, out);
+	g_assert_cmpstr(out->str, ==, "0.100000000 7.050000000\n");
+	wakeup_reason_free(wr);
+	pf_clock_free(clock);
+}
+
+static void find_alarmtimer(const struct wakeup_source *ws, gpointer data)
+{
+	const struct wakeup_source **found = data;
+
+	if (!strcmp(wakeup_source_name(ws), "alarmtimer"))
+		*found = ws;
+}
+
+/* A backend that sleeps until the test says it woke, and how. */
+struct held {
+	struct backend base;
+	backend_done_func done;
+	gpointer data;
+	guint timeout_seen;
+};
+
+static guint held_states(struct backend *be)
+{
+	(void)be;
+	return PM_STATE_BIT(PM_FREEZE) | PM_STATE_BIT(PM_MEM);
+}
+
+static int held_suspend(struct backend *be, enum pm_state state,
+			backend_done_func done, gpointer data)
+{
+	struct held *h = (struct held *)be;
+
+	(void)state;
+	h->done = done;
+	h->data = data;
+	h->timeout_seen = be->freeze_timeout_ms;
+	return PF_PENDING;
+}
+
+static void held_free(struct backend *be)
+{
+	g_free(be);
+}
+
+static const struct backend_ops held_ops = {
+	.name = "held",
+	.states = held_states,
+	.suspend = held_suspend,
+	.free = held_free,
+};
+
+/* The backend names the wakeup source that woke the system (an alarm):
+ * the core signals it while the handshake is armed, so that it counts in
+ * its wakeup_count column, and it is the reason.  Its "mem" can mean what
+ * it says (here s2idle only), and it is told pm_freeze_timeout. */
+static void test_wake_source_of_the_backend(void)
+{
+	struct pf_clock *clock = pf_clock_new_fake(T0);
+	struct power_options opts = { 100, 300, FALSE, NULL };
+	struct held *h = g_new0(struct held, 1);
+	const struct wakeup_source *alarm = NULL;
+	struct power *pw;
+	struct wakeup_stats st;
+	guint count;
+	int done = 1;
+
+	h->base.ops = &held_ops;
+	h->base.mem_sleep_states = PM_STATE_BIT(PM_FREEZE);
+	pw = power_new(clock, &h->base, &opts);
+	g_assert_cmpuint(suspend_mem_sleep_states(pw->suspend), ==,
+			 PM_STATE_BIT(PM_FREEZE));
+	g_assert_cmpint(suspend_settings(pw->suspend)->mem_sleep, ==,
+			PM_FREEZE);
+	suspend_settings(pw->suspend)->freeze_timeout_ms = 1234;
+	g_assert_true(wakeup_get_count(pw->engine, &count));
+	g_assert_true(wakeup_save_count(pw->engine, count));
+	g_assert_true(suspend_lock(pw->suspend, NULL, NULL));
+	g_assert_cmpint(suspend_enter(pw->suspend, PM_MEM, done_cb, &done), ==,
+			PF_PENDING);
+	g_assert_cmpuint(h->timeout_seen, ==, 1234);
+	pf_clock_fake_advance(clock, MS(2000));
+	h->base.wake_source = "alarmtimer";
+	h->base.slept_ns = MS(2000) * 1000;
+	h->done(0, h->data);
+	g_assert_cmpint(done, ==, 0);
+	suspend_unlock(pw->suspend);
+	g_assert_null(h->base.wake_source);
+	assert_files(pw, "-1 alarmtimer", "0.000000000 2.000000000\n");
+	/* 0 ms: signalled and relaxed at once. */
+	g_assert_null(wakeup_first_active(pw->engine));
+	g_assert_true(wakeup_get_count(pw->engine, &count));
+	g_assert_cmpuint(count, ==, 1);
+	wakeup_foreach_source(pw->engine, find_alarmtimer, &alarm);
+	g_assert_nonnull(alarm);
+	wakeup_source_get_stats(alarm, &st);
+	g_assert_cmpuint(st.event_count, ==, 1);
+	g_assert_cmpuint(st.wakeup_count, ==, 1);
+	power_free(pw);
+}
+
 int main(int argc, char **argv)
 {
 	g_test_init(&argc, &argv, NULL);
@@ -239,5 +355,9 @@ int main(int argc, char **argv)
 	g_test_add_func("/wakeup-reason/abort-text-is-cut",
 			test_abort_text_is_cut);
 	g_test_add_func("/wakeup-reason/irqs", test_irqs);
+	g_test_add_func("/wakeup-reason/container-sleep-spans-a-host-sleep",
+			test_container_sleep_spans_a_host_sleep);
+	g_test_add_func("/wakeup-reason/wake-source-of-the-backend",
+			test_wake_source_of_the_backend);
 	return g_test_run();
 }

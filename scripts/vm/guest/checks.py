@@ -1289,6 +1289,413 @@ def check_unit_reload(c):
     c.add_evidence("journal", journal("powerfs.service"))
 
 
+# --- j. a container's own sleep (--backend=freeze:CGROUP) -------------------
+# The container is a transient scope (systemd-run --scope, cgroup v2 under
+# systemd), or a cgroup of a v1 freezer hierarchy mounted for the check.
+FZ_SLICE = "/sys/fs/cgroup/system.slice"
+FZ_V1 = "/run/vmtest/freezer"
+FZ_WORK = "/run/vmtest/fz"
+# Inside: SystemSuspend's loop (read wakeup_count, write it back, write mem,
+# read both wakeup_reasons files), a process that counts in a loop
+# (WORK/count), and AlarmManager's CLOCK_BOOTTIME_ALARM timerfd due ALARM
+# seconds after the start (WORK/alarm: when it was due, when it fired, on
+# the boot clock, and its fdinfo).  "ready" first; after WORK/stop, the
+# cycles as JSON.
+FZ_ANDROID = r"""
+import ctypes, json, os, select, sys, time
+mnt, reasons, work, alarm_s = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+libc = ctypes.CDLL(None, use_errno=True)
+class TS(ctypes.Structure): _fields_ = [("s", ctypes.c_long), ("ns", ctypes.c_long)]
+class ITS(ctypes.Structure): _fields_ = [("i", TS), ("v", TS)]
+def boot(): return time.clock_gettime(time.CLOCK_BOOTTIME)
+def fork(fn):
+    pid = os.fork()
+    if pid == 0:
+        try: fn()
+        finally: os._exit(0)
+    return pid
+def counter():
+    fd, n = os.open(work + "/count", os.O_WRONLY | os.O_CREAT), 0
+    while True:
+        n += 1
+        os.pwrite(fd, b"%020d" % n, 0)
+        time.sleep(0.001)
+def alarm():
+    fd = libc.timerfd_create(9, 0)
+    due = boot() + alarm_s
+    if fd < 0 or libc.timerfd_settime(fd, 1, ctypes.byref(ITS(TS(0, 0), TS(int(due), int(due % 1 * 1e9)))), None):
+        os.write(w, b"E%d" % ctypes.get_errno())
+        return
+    info = open("/proc/self/fdinfo/%d" % fd).read()
+    os.write(w, b"armed")
+    select.select([fd], [], [])
+    fired = boot()
+    os.read(fd, 8)
+    with open(work + "/alarm.tmp", "w") as f:
+        json.dump({"due": due, "fired": fired, "fdinfo": info}, f)
+    os.rename(work + "/alarm.tmp", work + "/alarm")
+    time.sleep(3600)
+r, w = os.pipe()
+pids = [fork(counter), fork(alarm)]
+armed = os.read(r, 64)
+if armed != b"armed":
+    sys.exit("alarm: " + armed.decode())
+wc = os.open(mnt + "/wakeup_count", os.O_RDWR)
+st = os.open(mnt + "/state", os.O_RDWR)
+rr = os.open(reasons + "/last_resume_reason", os.O_RDONLY)
+rt = os.open(reasons + "/last_suspend_time", os.O_RDONLY)
+print("ready", flush=True)
+cycles = []
+while True:
+    time.sleep(0.1)
+    os.lseek(wc, 0, 0)
+    count = os.read(wc, 64)
+    if os.path.exists(work + "/stop"):
+        break
+    try:
+        os.write(wc, count)
+    except OSError:
+        continue
+    try:
+        n = os.write(st, b"mem")
+    except OSError as e:
+        n = e.errno
+    os.lseek(rr, 0, 0)
+    os.lseek(rt, 0, 0)
+    cycles.append({"n": n, "reason": os.read(rr, 4096).decode(),
+                   "time": os.read(rt, 4096).decode()})
+for pid in pids:
+    os.kill(pid, 9)
+print(json.dumps({"cycles": cycles}), flush=True)
+"""
+# A writer of mem, inside: "ready", then the result and how long it took.
+FZ_WRITER = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY)
+print("ready", flush=True)
+t0 = time.clock_gettime(time.CLOCK_BOOTTIME)
+try:
+    n = os.write(fd, b"mem")
+except OSError as e:
+    n = e.errno
+print(n, time.clock_gettime(time.CLOCK_BOOTTIME) - t0, flush=True)
+"""
+
+
+class FzCgroup:
+    """A cgroup for one check: a transient scope (v2, made when its first
+    process starts) or a v1 freezer cgroup."""
+
+    def __init__(self, version, name):
+        self.version = version
+        if version == "v2":
+            self.unit = f"{name}.scope"
+            self.dir = f"{FZ_SLICE}/{self.unit}"
+        else:
+            os.makedirs(FZ_V1, exist_ok=True)
+            if not os.path.ismount(FZ_V1):
+                sh(["mount", "-t", "cgroup", "-o", "freezer", "vmtest-freezer", FZ_V1])
+            self.dir = f"{FZ_V1}/{name}"
+            os.makedirs(self.dir, exist_ok=True)
+        self.name = name
+
+    def popen(self, argv):
+        if self.version == "v2":
+            argv = ["systemd-run", "--scope", "--quiet", f"--unit={self.name}", "--"] + argv
+        else:
+            argv = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', self.dir] + argv
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        CHECK.procs.append(p)
+        return p
+
+    def state(self):
+        if self.version == "v1":
+            return (read_file(f"{self.dir}/freezer.state") or "?").strip()
+        ev = read_file(f"{self.dir}/cgroup.events") or ""
+        if "frozen 1" in ev:
+            return "FROZEN"
+        return "FREEZING" if (read_file(f"{self.dir}/cgroup.freeze") or "").strip() == "1" \
+            else "THAWED"
+
+    def pids(self):
+        return [int(x) for x in (read_file(f"{self.dir}/cgroup.procs") or "").split()]
+
+    def cpu_ns(self):
+        total = 0
+        for pid in self.pids():
+            for tid in os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else []:
+                st = read_file(f"/proc/{pid}/task/{tid}/schedstat")
+                total += int(st.split()[0]) if st else 0
+        return total
+
+    def set(self, frozen):
+        name, value = (("freezer.state", "FROZEN" if frozen else "THAWED") if self.version == "v1"
+                       else ("cgroup.freeze", "1" if frozen else "0"))
+        try:
+            write_file(f"{self.dir}/{name}", value)
+        except OSError:
+            pass
+
+    def destroy(self):
+        self.set(False)
+        for _ in range(200):
+            pids = self.pids()
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.05)
+        if self.version == "v1":
+            try:
+                os.rmdir(self.dir)
+            except OSError:
+                pass
+
+
+def fz_count():
+    try:
+        return int(read_file(f"{FZ_WORK}/count") or 0)
+    except ValueError:
+        return 0
+
+
+def fz_line(p, timeout):
+    ready, _, _ = select.select([p.stdout], [], [], timeout)
+    return p.stdout.readline() if ready else None
+
+
+def fz_powerfs(c, cg, *opts):
+    os.makedirs(FZ_WORK, exist_ok=True)
+    for f in os.listdir(FZ_WORK):
+        os.unlink(os.path.join(FZ_WORK, f))
+    return reasons_with(f"--backend=freeze:{cg.dir}", *opts)
+
+
+def check_freeze_design(c, version):
+    """The design question, on this kernel: a writer of state inside the
+    cgroup waits in its request; the freezer's signal makes the kernel's
+    FUSE client send an INTERRUPT and wait on, killably, where it cannot be
+    frozen.  With a backend that does not answer (simulate), the freeze
+    never completes; with freeze:CGROUP the interrupt is answered and it
+    does, and the write returns 3 after the thaw."""
+    c.s3_expected = 0
+    cg = FzCgroup(version, f"vmtest-fzd-{version}")
+    try:
+        pfs = Powerfs("--simulate-sleep-ms=15000")
+        w = cg.popen(["python3", "-c", FZ_WRITER, pfs.path("state")])
+        if fz_line(w, 30) != "ready\n":
+            raise Fail(f"writer did not start: {w.stderr.read()[:300]}")
+        wait_for(lambda: "write state" in "".join(pfs.lines()), 10)
+        time.sleep(0.5)
+        pid = cg.pids()[-1]
+        cg.set(True)
+        time.sleep(2)
+        state = cg.state()
+        wchan = (read_file(f"/proc/{pid}/wchan") or "").strip()
+        st = (read_file(f"/proc/{pid}/stat") or "").rsplit(")", 1)[-1].split()[:1]
+        c.expect(f"{version}, a backend that lets the write wait: still not frozen 2 s after "
+                 "the freeze", state != "FROZEN", f"{state}, the writer in {wchan}, state {st}")
+        c.add_evidence("simulate", [f"cgroup {state}; writer wchan {wchan}, state {st}"] +
+                       [l for l in pfs.lines() if "write" in l][-3:])
+        cg.set(False)
+        write_file(pfs.path("wake_lock"), "vmtest-fzd")
+        out = fz_line(w, 30)
+        c.expect("that writer's write then returns 3", out and out.split()[0] == "3", repr(out))
+        write_file(pfs.path("wake_unlock"), "vmtest-fzd")
+        pfs.stop()
+        cg.destroy()
+
+        cg = FzCgroup(version, f"vmtest-fzd2-{version}")
+        pfs = Powerfs(f"--backend=freeze:{cg.dir}")
+        w = cg.popen(["python3", "-c", FZ_WRITER, pfs.path("state")])
+        if fz_line(w, 30) != "ready\n":
+            raise Fail(f"writer did not start: {w.stderr.read()[:300]}")
+        ok = wait_for(lambda: cg.state() == "FROZEN", 10, 0.01)
+        log = pfs.lines()
+        c.expect(f"{version}, freeze:CGROUP: the interrupt is answered and the cgroup is "
+                 "FROZEN", ok and any("interrupted by the freezer" in l for l in log),
+                 f"{cg.state()}; " + " | ".join(l for l in log if "interrupt" in l or
+                                                 "asleep" in l))
+        mark = None
+        try:
+            mark = os.getxattr(cg.dir, "trusted.powerfs.asleep")
+        except OSError as e:
+            mark = e.strerror
+        c.expect(f"{version}: the cgroup carries trusted.powerfs.asleep while asleep",
+                 isinstance(mark, bytes), repr(mark))
+        time.sleep(1)
+        write_file(pfs.path("wake_lock"), "vmtest-fzd")
+        out = fz_line(w, 30)
+        c.expect("the writer's write returns 3 once woken, after the sleep",
+                 out and out.split()[0] == "3" and float(out.split()[1]) >= 1, repr(out))
+        write_file(pfs.path("wake_unlock"), "vmtest-fzd")
+        c.add_evidence("freeze", [l for l in pfs.lines() if "INFO" in l][-4:])
+    finally:
+        cg.destroy()
+
+
+def check_freeze_android(c, version):
+    """Android's loop, a counter and a CLOCK_BOOTTIME_ALARM timerfd due in
+    5 s inside the container: it sleeps (the counter stops, its CPU time
+    stays flat), wakes at the alarm within 100 ms, sleeps again, and wakes at
+    once for a wake_lock written on the host; every mem write returned 3, and
+    wakeup_reasons said why."""
+    c.s3_expected = 0
+    cg = FzCgroup(version, f"vmtest-fza-{version}")
+    try:
+        pfs = fz_powerfs(c, cg)
+        a = cg.popen(["python3", "-c", FZ_ANDROID, MNT, REASONS, FZ_WORK, "5"])
+        if fz_line(a, 60) != "ready\n":
+            raise Fail(f"the container did not start: {a.stderr.read()[:300]}")
+        ok = wait_for(lambda: cg.state() == "FROZEN", 20, 0.01)
+        c.expect("the container sleeps", ok, cg.state())
+        wait_for(lambda: any(": asleep (" in l for l in pfs.lines()), 10)
+        c.add_evidence("asleep", [l for l in pfs.lines() if ": asleep (" in l])
+        n0, cpu0 = fz_count(), cg.cpu_ns()
+        time.sleep(1.5)
+        c.expect("asleep, its counter stands still and its tasks use no CPU",
+                 cg.state() == "FROZEN" and fz_count() == n0 and cg.cpu_ns() == cpu0,
+                 f"{cg.state()}, counter {n0} -> {fz_count()}, CPU {cpu0} -> {cg.cpu_ns()} ns")
+        alarm = wait_for(lambda: read_file(f"{FZ_WORK}/alarm"), 20, 0.05)
+        alarm = json.loads(alarm) if alarm else {}
+        late = alarm.get("fired", 99) - alarm.get("due", 0)
+        woken = [re.search(r"([0-9.]+) ms after it was due", l) for l in pfs.lines()
+                 if "woken by an alarm" in l]
+        thawed = float(woken[0][1]) if woken and woken[0] else None
+        # The thaw is powerfs's; when the task then runs is the emulated
+        # CPU's (a busy host slows it down).
+        c.expect("powerfs woke it within 100 ms of its alarm",
+                 thawed is not None and thawed < 100,
+                 f"{thawed} ms after it was due")
+        c.expect("and its alarm's owner ran within 1 s of it", 0 <= late < 1,
+                 f"{late * 1000:.1f} ms after it was due")
+        c.add_evidence("alarm's fdinfo", (alarm.get("fdinfo") or "").splitlines()[-5:])
+        ok = wait_for(lambda: fz_count() > n0, 10, 0.05) and \
+            wait_for(lambda: cg.state() == "FROZEN", 20, 0.01)
+        c.expect("it counted, then sleeps again", ok, f"{cg.state()}, counter {fz_count()}")
+        t0 = time.monotonic()
+        write_file(pfs.path("wake_lock"), "vmtest-host")
+        ok = wait_for(lambda: cg.state() == "THAWED", 10, 0.002)
+        took = time.monotonic() - t0
+        c.expect("a wake_lock written on the host wakes it at once (within 0.5 s)",
+                 ok and took < 0.5, f"{cg.state()} after {took * 1000:.1f} ms")
+        with open(f"{FZ_WORK}/stop", "w"):
+            pass
+        time.sleep(0.3)
+        write_file(pfs.path("wake_unlock"), "vmtest-host")
+        out = fz_line(a, 30)
+        res = json.loads(out) if out else {"cycles": []}
+        cycles = res["cycles"]
+        c.expect("every write of mem returned 3", cycles and all(x["n"] == 3 for x in cycles),
+                 cycles)
+        c.expect("the reasons: -1 alarmtimer, then -1 vmtest-host",
+                 [x["reason"] for x in cycles] == ["-1 alarmtimer", "-1 vmtest-host"],
+                 [x["reason"] for x in cycles])
+        stats_p = stats(pfs.path("suspend_stats"))
+        c.expect("suspend_stats: 2 successes, no failure",
+                 (stats_p["success"], stats_p["fail"]) == ("2", "0"), stats_p)
+        c.add_evidence("cycles", [f"{x['reason']!r} {x['time'].strip()}" for x in cycles])
+        c.add_evidence("wakeup_sources", (read_file(pfs.path("wakeup_sources")) or "")
+                       .splitlines()[:4])
+        kws = [l for l in (read_file("/sys/kernel/debug/wakeup_sources") or "").splitlines()
+               if "alarm" in l]
+        c.note(f"the guest kernel's own alarm wakeup source: {kws}")
+    finally:
+        cg.destroy()
+
+
+def check_freeze_host_sleep(c):
+    """The container asleep, then the host suspended (logind, S3, woken by
+    its RTC alarm): the container wakes after the host resumed
+    (PrepareForSleep false), and wakeup_reasons names the IRQ that woke the
+    host.  With --inhibit-sleep, a lock of the container's holds a block
+    inhibitor."""
+    set_mem_sleep("deep")
+    c.s3_expected = 1
+    cg = FzCgroup("v2", "vmtest-fzh")
+    try:
+        pfs = fz_powerfs(c, cg, "--inhibit-sleep")
+        write_file(pfs.path("wake_lock"), "vmtest-fzh")
+        ok = wait_for(lambda: powerfs_block("vmtest-fzh"), 15, 0.2)
+        c.expect("--inhibit-sleep: a lock holds a block inhibitor", ok,
+                 " | ".join(inhibitor_text()))
+        write_file(pfs.path("wake_unlock"), "vmtest-fzh")
+        ok = wait_for(lambda: not powerfs_block("vmtest-fzh"), 15, 0.2)
+        c.expect("and lets go with it", ok, " | ".join(inhibitor_text()))
+        w = cg.popen(["python3", "-c", FZ_WRITER, pfs.path("state")])
+        if fz_line(w, 60) != "ready\n":
+            raise Fail(f"writer did not start: {w.stderr.read()[:300]}")
+        ok = wait_for(lambda: cg.state() == "FROZEN", 20, 0.01)
+        c.expect("the container sleeps", ok, cg.state())
+        k0, km = stats(KSTATS), Kmsg()
+        a0 = time_asleep()
+        sh(["systemctl", "suspend"])
+        await_resume(k0, km)
+        slept = time_asleep() - a0
+        c.expect("the host slept", slept > 1, f"{slept:.1f} s")
+        out = fz_line(w, 60)
+        c.expect("the container woke after the host's resume: its write returned 3 "
+                 "after more than the host's sleep", out and out.split()[0] == "3"
+                 and float(out.split()[1]) > slept, f"{out!r}, the host slept {slept:.1f} s")
+        try:
+            with open("/sys/power/pm_wakeup_irq") as f:
+                irq = int(f.read())
+            names = (read_file(f"/sys/kernel/irq/{irq}/actions") or "").strip()
+            want = f"{irq} {names.split(',')[0] if names else '(unnamed)'}\n"
+        except OSError:
+            want = "-1 host resumed"
+        reason = reasons()[0]
+        c.expect("last_resume_reason names what woke the host", reason == want,
+                 f"{reason!r}, wanted {want!r}")
+        c.add_evidence("powerfs", [l for l in pfs.lines() if "INFO" in l or "host" in l][-5:])
+    finally:
+        cg.destroy()
+
+
+def check_freeze_crash(c):
+    """kill -9 of the server while the container sleeps (this kernel has no
+    FUSE_NOTIFY_RESEND: the next server processes the left request again):
+    the next server thaws it; the writer inside had its answer (3), a
+    writer on the host gets EBUSY (state is not run twice)."""
+    c.s3_expected = 0
+    cg = FzCgroup("v2", "vmtest-fzc")
+    try:
+        pfs = fz_powerfs(c, cg)
+        # The writer, and a task that keeps the scope after it.
+        w = cg.popen(["sh", "-c", 'sleep 600 & exec python3 -c "$0" "$1"', FZ_WRITER,
+                      pfs.path("state")])
+        if fz_line(w, 60) != "ready\n":
+            raise Fail(f"writer did not start: {w.stderr.read()[:300]}")
+        c.expect("the container sleeps", wait_for(lambda: cg.state() == "FROZEN", 20, 0.01),
+                 cg.state())
+        server = [int(x) for x in (read_file(f"/proc/{pfs.proc.pid}/task/{pfs.proc.pid}/children")
+                                   or "").split()]
+        os.kill(server[0], signal.SIGKILL)
+        ok = wait_for(lambda: cg.state() == "THAWED", 20, 0.01)
+        out = fz_line(w, 30)
+        c.expect("after kill -9 while asleep, the next server thaws it; the writer inside "
+                 "gets 3", ok and out and out.split()[0] == "3", f"{cg.state()}, {out!r}")
+        c.expect("the next server says so",
+                 wait_for(lambda: any("left asleep by a server that ended" in l
+                                      for l in pfs.lines()), 10), pfs.lines()[-3:])
+        op = Op(lambda: write_file(pfs.path("state"), "mem"))
+        ok = wait_for(lambda: cg.state() == "FROZEN", 20, 0.01)
+        server = [int(x) for x in (read_file(f"/proc/{pfs.proc.pid}/task/{pfs.proc.pid}/children")
+                                   or "").split()]
+        os.kill(server[0], signal.SIGKILL)
+        res = op.wait(30)
+        c.expect("a writer on the host, its server killed during the sleep: EBUSY, and "
+                 "the container thawed", ok and res and res.get("errno") == "EBUSY"
+                 and wait_for(lambda: cg.state() == "THAWED", 20, 0.01),
+                 f"{op.describe()}, {cg.state()}")
+        c.add_evidence("powerfs", [l for l in pfs.lines() if "WARN" in l or "refused" in l][-4:])
+    finally:
+        cg.destroy()
+
+
 CHECKS = [
     ("a-logind-deep", lambda c: check_state(c, "logind", "deep")),
     ("a-logind-s2idle", lambda c: check_state(c, "logind", "s2idle")),
@@ -1311,6 +1718,12 @@ CHECKS = [
     ("i-file-identity", check_file_identity),
     ("i-crash-stress", lambda c: check_crash_stress(c, 100)),
     ("i-unit-reload", check_unit_reload),
+    ("j-freeze-design-v2", lambda c: check_freeze_design(c, "v2")),
+    ("j-freeze-design-v1", lambda c: check_freeze_design(c, "v1")),
+    ("j-freeze-android-v2", lambda c: check_freeze_android(c, "v2")),
+    ("j-freeze-android-v1", lambda c: check_freeze_android(c, "v1")),
+    ("j-freeze-host-sleep", check_freeze_host_sleep),
+    ("j-freeze-crash", check_freeze_crash),
 ]
 # Run only when named (--only x-...): too long for every run.
 EXTRA_CHECKS = [
