@@ -277,9 +277,14 @@ def test_a_dead_mount_is_replaced_even_with_cached_attributes(tmpdir_):
     b = subprocess.Popen([POWERFS, "-f", mnt], stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        assert wait_until(lambda: open_ok(mnt),
-                          timeout=conftest.MOUNT_TIMEOUT), \
-            "the new mount does not answer"
+        if not wait_until(lambda: open_ok(mnt) or b.poll() is not None,
+                          timeout=conftest.MOUNT_TIMEOUT) or not open_ok(mnt):
+            if b.poll() is None:
+                b.kill()
+            b.wait(conftest.EXIT_TIMEOUT)
+            raise AssertionError(
+                f"the new mount does not answer (status {b.returncode}, "
+                f"mounts: {mounts_at(mnt)}): {b.stdout.read().decode()}")
         dev = os.stat(mnt).st_dev
         r = subprocess.run([FUSERMOUNT, "-u", mnt], capture_output=True,
                            timeout=10)
@@ -297,6 +302,12 @@ def test_a_dead_mount_is_replaced_even_with_cached_attributes(tmpdir_):
             b.kill()
             b.wait(conftest.EXIT_TIMEOUT)
         b.stdout.close()
+
+
+def mounts_at(mnt):
+    with open("/proc/self/mountinfo") as f:
+        return [line.split(" - ")[1].strip() for line in f
+                if line.split()[4] == mnt]
 
 
 def open_ok(mnt):
