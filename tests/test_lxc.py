@@ -287,21 +287,27 @@ class Container:
                         out.append(int(e.name))
         return out
 
-    def find(self, argv, timeout=10.0):
-        """Host pid of the container process whose argv is argv (busybox dd
-        overwrites the "=" of its arguments with NULs: ignore that)."""
+    def matching(self, argv):
+        """Host pids of the container's processes whose argv is argv
+        (busybox dd overwrites the "=" of its arguments with NULs: ignore
+        that)."""
         want = ("\0".join(argv) + "\0").replace("=", "\0")
         found = []
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                with open(f"/proc/{pid}/cmdline") as f:
+                    if f.read().replace("=", "\0") == want:
+                        found.append(pid)
+        return found
 
-        def look():
-            for pid in self.pids():
-                with contextlib.suppress(OSError):
-                    with open(f"/proc/{pid}/cmdline") as f:
-                        if f.read().replace("=", "\0") == want:
-                            found.append(pid)
-                            return True
-            return False
-        assert wait_until(look, timeout=timeout, interval=0.02), \
+    def has(self, argv):
+        return bool(self.matching(argv))
+
+    def find(self, argv, timeout=10.0):
+        """Host pid of the container process whose argv is argv."""
+        found = []
+        assert wait_until(lambda: found.extend(self.matching(argv)) or found,
+                          timeout=timeout, interval=0.02), \
             f"no process {argv} in the container after {timeout}s"
         return found[0]
 
@@ -467,9 +473,22 @@ class BlockedReader:
         return got[0]
 
     def blocked(self, secs=0.3):
-        """True if the reader has printed nothing and not exited."""
+        """True if the reader has printed nothing and not exited.
+
+        Where sendfile reaches powerfs as a read (before Linux 6.5: the
+        reader sat in sendfile, not read), the kernel puts the buffers into
+        cat's output pipe before the read is answered (and holds the pipe's
+        lock until then), so poll(2) calls the pipe readable while nothing
+        can be read from it yet.  There the reader counts as blocked while
+        the shell loop is alive and a reader process of its is still in
+        the container; result() then checks the bytes it printed."""
         ready, _, _ = select.select([self.proc.stdout], [], [], secs)
-        return not ready and self.proc.poll() is None
+        if self.proc.poll() is not None:
+            return False
+        if not ready:
+            return True
+        sendfile = SYSCALLS.get(platform.machine(), {}).get("sendfile")
+        return self.syscall == sendfile and self.ct.has(self.argv)
 
     def result(self, timeout=15.0):
         """(status, stdout, number of failed attempts); error output other
