@@ -49,9 +49,13 @@
  * A wakeup event while the freeze is still under way ends the sleep at
  * once: the writer may have its answer already.
  *
- * At the wake-up the core counts the sleep and records why (suspend_stats,
- * wakeup_sources, wakeup_reasons) before the cgroup is thawed, so that the
- * writer, back from its write, reads them as they are after its sleep.
+ * At the wake-up the cgroup is thawed, and then the core counts the sleep,
+ * records why (suspend_stats, wakeup_sources, wakeup_reasons) and answers
+ * a writer on the host: that writer's write returns once the container
+ * runs again, as a write of the kernel's state returns after its thaw.
+ * Both happen in one turn of the loop, so a task of the container, whose
+ * reads wait for the loop, reads the statistics as they are after its
+ * sleep.
  *
  * Crash safety.  A trusted.powerfs.asleep attribute on the cgroup says
  * that powerfs froze it: set before the freeze, removed after the thaw.  A
@@ -95,7 +99,6 @@ enum phase {
 	FREEZING,	/* ordered, not complete */
 	SCANNING,	/* frozen; the alarms are being looked for */
 	ASLEEP,
-	THAWING,	/* counted by the core, to be thawed */
 };
 
 enum why { WOKEN_BY_NOTHING, WOKEN_BY_EVENT, WOKEN_BY_ALARM,
@@ -524,11 +527,12 @@ static void wake_soon(struct freeze *fb, enum why why)
 	pf_timer_arm(fb->wake_timer, pf_clock_now(fb->clock));
 }
 
-/* The attempt ends: the core counts it (and may start the next one at
- * once, from inside done()); then the container thaws. */
+/* The attempt ends: the container thaws, then the core counts it and
+ * answers (and may start the next one at once, from inside done()). */
 static void end_sleep(struct freeze *fb, int error)
 {
 	backend_done_func done = fb->done;
+	int err;
 
 	pf_timer_disarm(fb->poll);
 	pf_timer_disarm(fb->wake_timer);
@@ -539,17 +543,14 @@ static void end_sleep(struct freeze *fb, int error)
 	}
 	fb->why = WOKEN_BY_NOTHING;
 	fb->base.slept_ns = fb->frozen_at ? boot_ns() - fb->frozen_at : 0;
-	fb->phase = THAWING;
-	fb->done = NULL;
-	done(error, fb->data);
-	if (fb->phase != THAWING)
-		return;
 	fb->phase = AWAKE;
-	error = thaw(fb->dir, fb->v2);
-	if (error)
-		g_warning("%s: cannot thaw: %s", fb->dir, g_strerror(-error));
+	fb->done = NULL;
+	err = thaw(fb->dir, fb->v2);
+	if (err)
+		g_warning("%s: cannot thaw: %s", fb->dir, g_strerror(-err));
 	else
 		g_debug("%s thawed", fb->dir);
+	done(error, fb->data);
 }
 
 static void woken(gpointer data)
@@ -746,12 +747,6 @@ static int freeze_suspend(struct backend *be, enum pm_state state,
 	int err;
 
 	(void)state;
-	if (fb->phase == THAWING) {
-		/* The last sleep's answer started this one: the container
-		 * thaws first, as between two sleeps of the kernel. */
-		fb->phase = AWAKE;
-		thaw(fb->dir, fb->v2);
-	}
 	g_return_val_if_fail(fb->phase == AWAKE, -EBUSY);
 	mark(fb);
 	err = set_frozen(fb->dir, fb->v2, TRUE);

@@ -321,7 +321,9 @@ class Container:
             lines = f.read().splitlines()
         for ln in lines:
             _, ctrl, path = ln.split(":", 2)
-            if "freezer" in ctrl.split(","):
+            # A v1 freezer hierarchy that LXC does not use (one mounted
+            # beside cgroup v2) holds the container in its root.
+            if "freezer" in ctrl.split(",") and path != "/":
                 return cgroup_root("freezer") + path + "/freezer.state", "v1"
         for ln in lines:
             if ln.startswith("0::"):

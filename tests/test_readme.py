@@ -183,9 +183,11 @@ def run_script(cmds, cwd, timeout=60):
 
 
 def user_env():
-    """The environment of a user's shell: not the test run's make."""
+    """The environment of a user's shell: not the test run's make (whose
+    command-line variables, SANITIZE=1, make exports to its commands)."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "POWERFS")}
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "POWERFS",
+                        "SANITIZE")}
     env["LC_ALL"] = "C.UTF-8"
     return env
 

@@ -1453,6 +1453,11 @@ class FzCgroup:
                 os.rmdir(self.dir)
             except OSError:
                 pass
+            # The hierarchy goes with its last cgroup: left mounted, every
+            # process started later (the LXC containers of p-test_lxc)
+            # would show a v1 freezer line in /proc/PID/cgroup.
+            if not [e for e in os.scandir(FZ_V1) if e.is_dir()]:
+                sh(["umount", FZ_V1])
 
 
 def fz_count():
