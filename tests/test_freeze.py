@@ -320,6 +320,25 @@ def test_states_and_mem_sleep(box):
 
 # --- Android inside ---------------------------------------------------------------------
 
+def stop_android(p, android, work):
+    """Ask the container_sleep client, woken by the host's lock "hostwake",
+    to stop (its loop waits for that lock to go, then ends); its result."""
+    with open(f"{work}/stop", "w"):
+        pass
+    assert android.stdout.readline() == "stopping\n"
+    host_unlock(p, b"hostwake")
+    return json.loads(android.stdout.readline())
+
+
+def kill_android(p, android):
+    """Teardown of a client still running: killed with a host lock held,
+    so that its container is awake when it goes."""
+    if android.poll() is None:
+        host_lock(p, b"teardown")
+        android.kill()
+        host_unlock(p, b"teardown")
+
+
 def test_android_sleeps_until_its_alarm_and_a_host_wake_lock(box, tmp_path,
                                                             record_property):
     """SystemSuspend's loop puts the container to sleep as soon as nothing
@@ -372,17 +391,9 @@ def test_android_sleeps_until_its_alarm_and_a_host_wake_lock(box, tmp_path,
         assert took < WAKE_MAX, took
         assert wait_until(lambda: counter_value(work) > count, timeout=5)
 
-        # Stop: the loop waits for the host's lock to go, then ends.
-        with open(f"{work}/stop", "w"):
-            pass
-        assert android.stdout.readline() == "stopping\n"
-        host_unlock(p, b"hostwake")
-        res = json.loads(android.stdout.readline())
+        res = stop_android(p, android, work)
     finally:
-        if android.poll() is None:
-            host_lock(p, b"teardown")
-            android.kill()
-            host_unlock(p, b"teardown")
+        kill_android(p, android)
     assert res["thread_ended"] and res["errors"] == [], res
     cycles = res["cycles"]
     assert cycles and all(c["success"] for c in cycles), cycles

@@ -27,7 +27,8 @@ import pytest
 import conftest
 from conftest import ExtraMounts, wait_until
 from test_freeze import (ALARM_LATE_MAX, WAKE_MAX, Cgroup, counter_value,
-                         gone, host_lock, host_unlock, left_asleep_thawed)
+                         gone, host_lock, kill_android, left_asleep_thawed,
+                         stop_android)
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -155,16 +156,9 @@ def test_android_in_lxc_sleeps_until_its_alarm_and_the_host(lxc,
         assert cg.wait_state("THAWED", timeout=5)
         record_property("host_wake_s", round(time.monotonic() - t0, 4))
         assert time.monotonic() - t0 < WAKE_MAX
-        with open(f"{work}/stop", "w"):
-            pass
-        assert android.stdout.readline() == "stopping\n"
-        host_unlock(p, b"hostwake")
-        res = json.loads(android.stdout.readline())
+        res = stop_android(p, android, work)
     finally:
-        if android.poll() is None:
-            host_lock(p, b"teardown")
-            android.kill()
-            host_unlock(p, b"teardown")
+        kill_android(p, android)
         android.communicate(timeout=30)
     assert res["errors"] == [] and res["thread_ended"], res
     reasons = [c["reasons"] for c in res["cycles"]]
