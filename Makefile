@@ -25,8 +25,9 @@ endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 
-CORE := clock journal wakeup wakeup-reason wakelock suspend autosleep power backend-simulate
-DAEMON := $(CORE) host-power backend-sysfs backend-logind backend-freeze state-file metrics caps attrs loop-hold inflight fuse-session fs class-wakeup keeper log main
+# Sources by layer (src/LAYER/NAME.c), main.c at the top.
+CORE := engine/clock records/journal engine/wakeup engine/wakeup-reason engine/wakelock engine/suspend engine/autosleep engine/power backends/simulate
+DAEMON := $(CORE) backends/host-power backends/sysfs backends/logind backends/freeze records/state-file records/metrics sysfs/caps sysfs/attrs transport/loop-hold transport/inflight transport/fuse-session sysfs/fs sysfs/class-wakeup transport/keeper records/log main
 UNIT_TESTS := test-wakeup test-wakeup-reason test-wakelock test-autosleep test-metrics test-inflight test-session
 
 core_objs = $(patsubst %,$(BUILD)/%.o,$(CORE))
@@ -46,17 +47,18 @@ powerfs-report: src/powerfs-report.py
 $(BUILD)/powerfs: $(daemon_objs)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(BUILD)/%.o: src/%.c Makefile | $(BUILD)
+$(BUILD)/%.o: src/%.c Makefile
+	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/test-%: tests/unit/test-%.c $(core_objs) | $(BUILD)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(PKG_CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # The Prometheus text is drawn from the core alone.
-$(BUILD)/test-metrics: $(BUILD)/metrics.o
-$(BUILD)/test-inflight: $(BUILD)/inflight.o
+$(BUILD)/test-metrics: $(BUILD)/records/metrics.o
+$(BUILD)/test-inflight: $(BUILD)/transport/inflight.o
 # A fake kernel against the take-over of a connection.
-$(BUILD)/test-session: $(BUILD)/fuse-session.o $(BUILD)/inflight.o $(BUILD)/loop-hold.o
+$(BUILD)/test-session: $(BUILD)/transport/fuse-session.o $(BUILD)/transport/inflight.o $(BUILD)/transport/loop-hold.o
 
 $(BUILD):
 	mkdir -p $@
@@ -69,23 +71,24 @@ $(BUILD):
 # class-wakeup.c, fed requests as the kernel sends them (fuzz/fuse-fake.h
 # plays the kernel and libfuse); fuzz-state-file: the state-file loader.
 FUZZERS := fuzz-store fuzz-fs fuzz-class-wakeup fuzz-state-file
-FUZZ_CORE := $(patsubst %,src/%.c,$(CORE) caps host-power attrs)
+FUZZ_CORE := $(patsubst %,src/%.c,$(CORE) sysfs/caps backends/host-power sysfs/attrs)
+HEADERS = $(wildcard include/powerfs/*.h include/powerfs/*/*.h)
 FUZZ_LIBS = $(shell pkg-config --libs glib-2.0 gio-2.0 gio-unix-2.0)
 FUZZ_CC = clang $(CPPFLAGS) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
 	-Wall -Wextra -Werror -Wno-unused-function $(PKG_CFLAGS)
 fuzz: $(patsubst %,build/fuzz/%,$(FUZZERS))
-build/fuzz/fuzz-store: fuzz/fuzz-store.c $(FUZZ_CORE) $(wildcard include/powerfs/*.h)
+build/fuzz/fuzz-store: fuzz/fuzz-store.c $(FUZZ_CORE) $(HEADERS)
 	mkdir -p build/fuzz
 	$(FUZZ_CC) -o $@ $(FUZZ_CORE) fuzz/fuzz-store.c $(FUZZ_LIBS)
-build/fuzz/fuzz-fs: fuzz/fuzz-fs.c fuzz/fuse-fake.h src/fs.c $(FUZZ_CORE) $(wildcard include/powerfs/*.h)
+build/fuzz/fuzz-fs: fuzz/fuzz-fs.c fuzz/fuse-fake.h src/sysfs/fs.c $(FUZZ_CORE) $(HEADERS)
 	mkdir -p build/fuzz
 	$(FUZZ_CC) -o $@ $(FUZZ_CORE) fuzz/fuzz-fs.c $(FUZZ_LIBS)
-build/fuzz/fuzz-class-wakeup: fuzz/fuzz-class-wakeup.c fuzz/fuse-fake.h src/class-wakeup.c $(FUZZ_CORE) $(wildcard include/powerfs/*.h)
+build/fuzz/fuzz-class-wakeup: fuzz/fuzz-class-wakeup.c fuzz/fuse-fake.h src/sysfs/class-wakeup.c $(FUZZ_CORE) $(HEADERS)
 	mkdir -p build/fuzz
 	$(FUZZ_CC) -o $@ $(FUZZ_CORE) fuzz/fuzz-class-wakeup.c $(FUZZ_LIBS)
-build/fuzz/fuzz-state-file: fuzz/fuzz-state-file.c src/state-file.c $(FUZZ_CORE) $(wildcard include/powerfs/*.h)
+build/fuzz/fuzz-state-file: fuzz/fuzz-state-file.c src/records/state-file.c $(FUZZ_CORE) $(HEADERS)
 	mkdir -p build/fuzz
-	$(FUZZ_CC) -o $@ $(FUZZ_CORE) src/state-file.c fuzz/fuzz-state-file.c $(FUZZ_LIBS)
+	$(FUZZ_CC) -o $@ $(FUZZ_CORE) src/records/state-file.c fuzz/fuzz-state-file.c $(FUZZ_LIBS)
 
 deps:
 	scripts/install-deps.sh
@@ -130,4 +133,4 @@ clean:
 	rm -rf build powerfs powerfs-report
 
 .PHONY: all deps unit check check-vm run install clean powerfs fuzz
--include $(wildcard $(BUILD)/*.d)
+-include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d)

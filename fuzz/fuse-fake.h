@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "powerfs/fuse-session.h"
+#include "powerfs/transport/fuse-session.h"
 
 struct fuse_req {
 	void *userdata;

@@ -23,9 +23,9 @@
 
 #include "fuse-fake.h"
 
-#include "../src/class-wakeup.c"
-#include "powerfs/attrs.h"
-#include "powerfs/power.h"
+#include "../src/sysfs/class-wakeup.c"
+#include "powerfs/sysfs/attrs.h"
+#include "powerfs/engine/power.h"
 
 #define MAX_INODES 64
 #define MAX_FILES 32

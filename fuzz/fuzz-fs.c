@@ -17,7 +17,7 @@
  */
 #include "fuse-fake.h"
 
-#include "../src/fs.c"
+#include "../src/sysfs/fs.c"
 
 #define MAX_INODES 64
 #define MAX_FILES 32

@@ -17,8 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "powerfs/attrs.h"
-#include "powerfs/state-file.h"
+#include "powerfs/sysfs/attrs.h"
+#include "powerfs/records/state-file.h"
 
 /* --- fs.c's owners, as the state file sees them -------------------------- */
 

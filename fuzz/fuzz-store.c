@@ -8,7 +8,7 @@
  */
 #include <string.h>
 
-#include "powerfs/attrs.h"
+#include "powerfs/sysfs/attrs.h"
 
 static void store_done(gssize result, gpointer data)
 {

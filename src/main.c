@@ -26,15 +26,15 @@
 #include <glib-unix.h>
 #include <systemd/sd-daemon.h>
 
-#include "powerfs/class-wakeup.h"
-#include "powerfs/fs.h"
-#include "powerfs/fuse-session.h"
-#include "powerfs/keeper.h"
-#include "powerfs/log.h"
-#include "powerfs/metrics.h"
-#include "powerfs/loop-hold.h"
-#include "powerfs/power.h"
-#include "powerfs/state-file.h"
+#include "powerfs/sysfs/class-wakeup.h"
+#include "powerfs/sysfs/fs.h"
+#include "powerfs/transport/fuse-session.h"
+#include "powerfs/transport/keeper.h"
+#include "powerfs/records/log.h"
+#include "powerfs/records/metrics.h"
+#include "powerfs/transport/loop-hold.h"
+#include "powerfs/engine/power.h"
+#include "powerfs/records/state-file.h"
 
 #define EXIT_USAGE 2
 

@@ -1,18 +1,18 @@
-/* test-autosleep.c - unit tests of autosleep (src/autosleep.c) and the
- * suspend path (src/suspend.c) on the simulated backend and a fake clock,
+/* test-autosleep.c - unit tests of autosleep (src/engine/autosleep.c) and the
+ * suspend path (src/engine/suspend.c) on the simulated backend and a fake clock,
  * wired together by power_new().
  */
 #include <errno.h>
 #include <string.h>
 #include <glib.h>
 
-#include "powerfs/autosleep.h"
-#include "powerfs/backend.h"
-#include "powerfs/clock.h"
-#include "powerfs/power.h"
-#include "powerfs/suspend.h"
-#include "powerfs/wakelock.h"
-#include "powerfs/wakeup.h"
+#include "powerfs/engine/autosleep.h"
+#include "powerfs/engine/backend.h"
+#include "powerfs/engine/clock.h"
+#include "powerfs/engine/power.h"
+#include "powerfs/engine/suspend.h"
+#include "powerfs/engine/wakelock.h"
+#include "powerfs/engine/wakeup.h"
 
 #define T0 G_GINT64_CONSTANT(1000000000)
 #define MS(x) ((gint64)(x) * 1000)

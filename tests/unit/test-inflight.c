@@ -1,5 +1,5 @@
 /* test-inflight.c - unit tests of the record of requests in progress
- * (src/inflight.c) on a real memfd: what a successor finds after a server
+ * (src/transport/inflight.c) on a real memfd: what a successor finds after a server
  * "dies" (its record freed without answering), read buffers the kernel
  * filled behind a dead reader's back, the crash limit, sizes.  The
  * take-over itself is tested against a fake kernel (test-session.c), the
@@ -13,7 +13,7 @@
 #include <glib.h>
 #include <linux/fuse.h>
 
-#include "powerfs/inflight.h"
+#include "powerfs/transport/inflight.h"
 
 struct fixture {
 	int memfd;

@@ -1,4 +1,4 @@
-/* test-metrics.c - unit tests of the Prometheus text (src/metrics.c) against
+/* test-metrics.c - unit tests of the Prometheus text (src/records/metrics.c) against
  * a fake clock: label escapes, names that are not UTF-8, the times of an
  * active source.  Writing the file is tested on a real mount
  * (tests/test_metrics.py).
@@ -6,10 +6,10 @@
 #include <string.h>
 #include <glib.h>
 
-#include "powerfs/backend.h"
-#include "powerfs/clock.h"
-#include "powerfs/metrics.h"
-#include "powerfs/power.h"
+#include "powerfs/engine/backend.h"
+#include "powerfs/engine/clock.h"
+#include "powerfs/records/metrics.h"
+#include "powerfs/engine/power.h"
 
 #define T0 G_GINT64_CONSTANT(1000000000)
 #define MS(x) ((gint64)(x) * 1000)

@@ -1,5 +1,5 @@
-/* test-session.c - taking a connection over (src/fuse-session.c with
- * src/inflight.c), against a fake kernel.
+/* test-session.c - taking a connection over (src/transport/fuse-session.c with
+ * src/transport/inflight.c), against a fake kernel.
  *
  * The "kernel" is this process: it holds one end of a SOCK_SEQPACKET
  * socket pair, which keeps message boundaries as /dev/fuse does, and the
@@ -38,7 +38,7 @@
 
 #include <glib-unix.h>
 
-#include "powerfs/fuse-session.h"
+#include "powerfs/transport/fuse-session.h"
 
 #define RESEND_BIT (G_GUINT64_CONSTANT(1) << 63)
 #define NOTIFY_RESEND 7

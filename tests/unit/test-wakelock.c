@@ -1,5 +1,5 @@
 /* test-wakelock.c - unit tests of the user wake lock registry
- * (src/wakelock.c): lock/unlock, the limit, the sysfs listings, timeouts and
+ * (src/engine/wakelock.c): lock/unlock, the limit, the sysfs listings, timeouts and
  * garbage collection, against a fake clock.
  */
 #include <errno.h>
@@ -7,9 +7,9 @@
 #include <string.h>
 #include <glib.h>
 
-#include "powerfs/clock.h"
-#include "powerfs/wakelock.h"
-#include "powerfs/wakeup.h"
+#include "powerfs/engine/clock.h"
+#include "powerfs/engine/wakelock.h"
+#include "powerfs/engine/wakeup.h"
 
 #define T0 G_GINT64_CONSTANT(1000000000)
 #define MS(x) ((gint64)(x) * 1000)

@@ -1,18 +1,18 @@
 /* test-wakeup-reason.c - unit tests of /sys/kernel/wakeup_reasons's record
- * (src/wakeup-reason.c) and of how the suspend path fills it (src/suspend.c),
+ * (src/engine/wakeup-reason.c) and of how the suspend path fills it (src/engine/suspend.c),
  * on the simulated backend and a fake clock.  The expected texts are the
  * Android common kernel's formats.
  */
 #include <string.h>
 #include <glib.h>
 
-#include "powerfs/backend.h"
-#include "powerfs/clock.h"
-#include "powerfs/power.h"
-#include "powerfs/suspend.h"
-#include "powerfs/wakelock.h"
-#include "powerfs/wakeup-reason.h"
-#include "powerfs/wakeup.h"
+#include "powerfs/engine/backend.h"
+#include "powerfs/engine/clock.h"
+#include "powerfs/engine/power.h"
+#include "powerfs/engine/suspend.h"
+#include "powerfs/engine/wakelock.h"
+#include "powerfs/engine/wakeup-reason.h"
+#include "powerfs/engine/wakeup.h"
 
 #define T0 G_GINT64_CONSTANT(1000000000)
 #define MS(x) ((gint64)(x) * 1000)

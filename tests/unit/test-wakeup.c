@@ -1,12 +1,12 @@
-/* test-wakeup.c - unit tests of the wakeup engine (src/wakeup.c) against a
+/* test-wakeup.c - unit tests of the wakeup engine (src/engine/wakeup.c) against a
  * fake clock: sources and counters, timeouts, the wakeup_count handshake,
  * waiting for idle, the event hook and the statistics.
  */
 #include <string.h>
 #include <glib.h>
 
-#include "powerfs/clock.h"
-#include "powerfs/wakeup.h"
+#include "powerfs/engine/clock.h"
+#include "powerfs/engine/wakeup.h"
 
 /* 1000 s: a start time far from 0 so that last_change values mean something. */
 #define T0 G_GINT64_CONSTANT(1000000000)
