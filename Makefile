@@ -26,8 +26,8 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 
 # Sources by layer (src/LAYER/NAME.c), main.c at the top.
-CORE := engine/clock records/journal engine/wakeup engine/wakeup-reason engine/wakelock engine/suspend engine/autosleep engine/power backends/simulate
-DAEMON := $(CORE) backends/host-power backends/sysfs backends/logind backends/freeze records/state-file records/metrics sysfs/caps sysfs/attrs transport/loop-hold transport/inflight transport/fuse-session sysfs/fs sysfs/class-wakeup transport/keeper records/log main
+CORE := engine/clock engine/events engine/wakeup engine/wakeup-reason engine/wakelock engine/suspend engine/autosleep engine/power backends/simulate
+DAEMON := $(CORE) records/journal backends/host-power backends/sysfs backends/logind backends/freeze records/state-file records/metrics sysfs/caps sysfs/attrs transport/loop-hold transport/inflight transport/fuse-session sysfs/fs sysfs/class-wakeup transport/keeper records/log main
 UNIT_TESTS := test-wakeup test-wakeup-reason test-wakelock test-autosleep test-metrics test-inflight test-session
 
 core_objs = $(patsubst %,$(BUILD)/%.o,$(CORE))

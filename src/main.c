@@ -31,6 +31,7 @@
 #include "powerfs/transport/fuse-session.h"
 #include "powerfs/transport/keeper.h"
 #include "powerfs/records/log.h"
+#include "powerfs/records/journal.h"
 #include "powerfs/records/metrics.h"
 #include "powerfs/transport/loop-hold.h"
 #include "powerfs/engine/power.h"
@@ -640,11 +641,12 @@ static void report_ready(void)
 }
 
 /* --inhibit-sleep: while a wakeup source is active, logind may not sleep. */
-static void block_sleep_while_active(gpointer data)
+static void block_sleep_while_active(struct pf_event *ev, gpointer data)
 {
 	struct power *pw = data;
 	const struct wakeup_source *ws = wakeup_first_active(pw->engine);
 
+	(void)ev;
 	pw->backend->ops->block_host_sleep(pw->backend,
 					   ws ? wakeup_source_name(ws) : NULL);
 }
@@ -754,29 +756,6 @@ static void become_keeper(void)
 	g_critical("cannot become the keeper: %s", g_strerror(errno));
 }
 
-/* What a previous run left (the state file) goes on: the journal says so,
- * as if it had just happened, so that the report sees it in this run. */
-static void journal_restored_lock(const struct wakeup_source *ws,
-				  gpointer data)
-{
-	const char *name = wakeup_source_name(ws);
-
-	if (wakeup_source_active(ws))
-		journal_lock(data, name, strlen(name),
-			     wakeup_source_timeout_left(ws), FALSE, TRUE, 0, 0);
-}
-
-static void journal_restored(struct journal *j, struct power *pw)
-{
-	enum pm_state state = autosleep_state(pw->autosleep);
-
-	if (!j)
-		return;
-	wakelocks_foreach(pw->wakelocks, journal_restored_lock, j);
-	if (state != PM_ON)
-		journal_autosleep(j, pm_state_label(state), -1, 0);
-}
-
 static int serve(const char *mountpoint, const char *class_wakeup_dir,
 		 const char *wakeup_reasons_dir, struct conns *c)
 {
@@ -805,17 +784,17 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 	};
 	pw = power_new(clock, make_backend(clock), &popts);
 	if (opt.journal) {
-		journal = journal_open(opt.journal, opt.journal_size, clock,
+		journal = journal_open(opt.journal, opt.journal_size, pw,
 				       &error);
 		if (!journal)
 			fail(1, "%s", error->message);
-		power_set_journal(pw, journal);
 		journal_start(journal, pw->backend->ops->name,
 			      suspend_valid_states(pw->suspend));
 	}
 	if (opt.inhibit_sleep)
-		wakeup_set_activity_hook(pw->engine, block_sleep_while_active,
-					 pw);
+		pf_events_subscribe(pw->events,
+				    PF_EVENT_BIT(PF_EVENT_ACTIVITY),
+				    block_sleep_while_active, pw);
 
 	loop = g_main_loop_new(NULL, FALSE);
 	pf_loop_lock_init();
@@ -859,7 +838,7 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 		sf = state_file_open(opt.state_file, pw, fs);
 		pf_fs_set_before_reply(fs, (wakeup_func)state_file_flush, sf);
 	}
-	journal_restored(journal, pw);
+	journal_restored(journal);
 	/* After the restore: the first file holds the restored numbers. */
 	if (opt.metrics_dir)
 		metrics = pf_metrics_open(opt.metrics_dir, pw);
@@ -923,7 +902,6 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 	pf_mount_free(c->cw_mount, TRUE);
 	pf_mount_free(c->mount, TRUE);
 	journal_stop(journal);
-	power_set_journal(pw, NULL);
 	journal_close(journal);
 	power_free(pw);
 	g_message("exiting");

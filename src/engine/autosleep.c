@@ -39,12 +39,13 @@ struct autosleep {
 	struct pf_timer *pause;
 	guint initial_count;
 	gint64 backoff_us;	/* after a backend failure; 0 after success */
-	struct journal *journal;
 };
 
 struct set_request {
 	struct autosleep *as;
 	enum pm_state state;
+	struct pf_caller caller;
+	gboolean has_caller;
 	backend_done_func done;
 	gpointer data;
 };
@@ -85,8 +86,9 @@ static void back_off(struct autosleep *as, int error)
 		MIN(as->backoff_us * 2, MAX_BACKOFF_US) : MIN_BACKOFF_US;
 	g_warning("autosleep: suspend failed (%s), next attempt in %.1f s",
 		  g_strerror(-error), as->backoff_us / (double)G_USEC_PER_SEC);
-	journal_backoff(as->journal, error,
-			(guint)(as->backoff_us / (G_USEC_PER_SEC / 1000)));
+	pf_events_publish(wakeup_events(as->engine), &(struct pf_event){
+		.type = PF_EVENT_BACKOFF, .error = error,
+		.pause_ms = (guint)(as->backoff_us / (G_USEC_PER_SEC / 1000)) });
 	pause_then_end(as, as->backoff_us);
 }
 
@@ -138,7 +140,7 @@ static void run_locked(gpointer data)
 		run_end(as, FALSE);
 		return;
 	}
-	suspend_set_origin(as->suspend, "autosleep", -1, 0);
+	suspend_set_origin(as->suspend, "autosleep", NULL);
 	ret = suspend_enter(as->suspend, as->state, run_resumed, as);
 	/* At once, -EBUSY is a wakeup event that came in time (no sleep, no
 	 * back-off); anything else is the backend failing before sleeping. */
@@ -218,6 +220,16 @@ static void apply_state(struct autosleep *as, enum pm_state state)
 	suspend_unlock(as->suspend);
 }
 
+/* The switch took effect: said once apply_state() returned, so after
+ * whatever the release of the transition lock ran, and just before the
+ * writer is answered. */
+static void switched(struct set_request *req)
+{
+	pf_events_publish(wakeup_events(req->as->engine), &(struct pf_event){
+		.type = PF_EVENT_AUTOSLEEP, .state = req->state,
+		.caller = req->has_caller ? &req->caller : NULL });
+}
+
 static void set_locked(gpointer data)
 {
 	struct set_request *req = data;
@@ -227,6 +239,7 @@ static void set_locked(gpointer data)
 		req->done(-EIO, req->data);
 	} else {
 		apply_state(req->as, req->state);
+		switched(req);
 		req->done(0, req->data);
 	}
 	g_free(req);
@@ -239,12 +252,8 @@ void autosleep_restore_state(struct autosleep *as, enum pm_state state)
 	queue_work(as);
 }
 
-void autosleep_set_journal(struct autosleep *as, struct journal *j)
-{
-	as->journal = j;
-}
-
 int autosleep_set_state(struct autosleep *as, enum pm_state state,
+			const struct pf_caller *caller,
 			backend_done_func done, gpointer data)
 {
 	struct set_request *req;
@@ -255,11 +264,16 @@ int autosleep_set_state(struct autosleep *as, enum pm_state state,
 	/* Signalled before waiting for the lock, as in the kernel: the event
 	 * wakes a suspend in progress and fails a pending handshake. */
 	wakeup_source_stay_awake(as->ws);
-	req = g_new(struct set_request, 1);
-	*req = (struct set_request){ as, state, done, data };
+	req = g_new0(struct set_request, 1);
+	*req = (struct set_request){ .as = as, .state = state,
+				     .has_caller = caller != NULL,
+				     .done = done, .data = data };
+	if (caller)
+		req->caller = *caller;
 	if (!suspend_lock(as->suspend, set_locked, req))
 		return PF_PENDING;
-	g_free(req);
 	apply_state(as, state);
+	switched(req);
+	g_free(req);
 	return 0;
 }

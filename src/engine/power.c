@@ -9,6 +9,7 @@ struct power *power_new(struct pf_clock *clock, struct backend *backend,
 	pw->clock = clock;
 	pw->backend = backend;
 	pw->engine = wakeup_engine_new(clock);
+	pw->events = wakeup_events(pw->engine);
 	pw->reasons = wakeup_reason_new(clock);
 	pw->suspend = suspend_new(pw->engine, backend, pw->reasons);
 	pw->autosleep = autosleep_new(pw->engine, pw->suspend, clock);
@@ -19,15 +20,6 @@ struct power *power_new(struct pf_clock *clock, struct backend *backend,
 		pw->trusted_userns_owners =
 			g_array_ref(opts->trusted_userns_owners);
 	return pw;
-}
-
-void power_set_journal(struct power *pw, struct journal *j)
-{
-	pw->journal = j;
-	wakeup_set_journal(pw->engine, j);
-	wakelocks_set_journal(pw->wakelocks, j);
-	suspend_set_journal(pw->suspend, j);
-	autosleep_set_journal(pw->autosleep, j);
 }
 
 void power_free(struct power *pw)

@@ -16,6 +16,14 @@ struct lock_waiter {
 	gpointer data;
 };
 
+/* An attempt as its events tell it. */
+struct attempt {
+	enum pm_state state;	/* PM_ON: someone else's sleep */
+	const char *by;		/* "state", "autosleep", "host" or "" */
+	struct pf_caller caller;
+	gboolean has_caller;
+};
+
 struct suspend {
 	struct wakeup_engine *engine;
 	struct backend *backend;
@@ -30,17 +38,27 @@ struct suspend {
 	struct pm_settings settings;
 	struct backend_listener listener;
 	gboolean external_sleep;	/* started by someone else */
-	GArray *hooks;		/* struct suspend_sleep_hooks */
 	gboolean host_asleep;	/* between sleeping(TRUE) and resumed() */
 	wakeup_func sleeping_func;	/* of the attempt in progress */
 	gpointer sleeping_data;
 	gboolean shutting_down;
-	struct journal *journal;
-	struct journal_attempt origin;	/* of the next attempt */
-	struct journal_attempt attempt;	/* the one in progress */
-	struct journal_attempt external;	/* someone else's sleep */
+	struct attempt origin;	/* of the next attempt */
+	struct attempt attempt;	/* the one in progress */
+	struct attempt external;	/* someone else's sleep */
 	GHashTable *wake_sources;	/* name -> the backend's sources */
 };
+
+static const struct attempt no_origin = { .by = "" };
+
+static void publish_attempt(struct suspend *s, enum pf_event_type type,
+			    const struct attempt *a, int error,
+			    const char *step)
+{
+	pf_events_publish(wakeup_events(s->engine), &(struct pf_event){
+		.type = type, .state = a->state, .by = a->by,
+		.caller = a->has_caller ? &a->caller : NULL, .error = error,
+		.step = step });
+}
 
 static const char *const state_labels[PM_NR_STATES] = {
 	[PM_FREEZE] = "freeze",
@@ -183,13 +201,15 @@ static void record_wakeup(struct suspend *s, int error)
 static gboolean system_sleeping(gboolean host, gpointer data)
 {
 	struct suspend *s = data;
+	struct pf_event ev = { .type = PF_EVENT_SLEEPING, .host = host };
 	gboolean answered = FALSE;
 
 	if (!s->sleeping && !s->external_sleep) {
 		wakeup_reason_begin(s->reasons);
 		s->external_sleep = TRUE;
-		s->external = (struct journal_attempt){ .state = "", .by = "host", .pid = -1 };
-		journal_attempt_begin(s->journal, &s->external);
+		s->external = (struct attempt){ .state = PM_ON, .by = "host" };
+		publish_attempt(s, PF_EVENT_ATTEMPT_BEGIN, &s->external, 0,
+				NULL);
 		g_message("the system is going to sleep");
 	}
 	s->host_asleep = host;
@@ -200,14 +220,8 @@ static gboolean system_sleeping(gboolean host, gpointer data)
 		func(s->sleeping_data);
 		answered = TRUE;	/* the state write */
 	}
-	for (guint i = 0; i < s->hooks->len; i++) {
-		const struct suspend_sleep_hooks *h = &g_array_index(
-			s->hooks, struct suspend_sleep_hooks, i);
-
-		if (h->sleeping && h->sleeping(host, h->data))
-			answered = TRUE;
-	}
-	return answered;
+	pf_events_publish(wakeup_events(s->engine), &ev);
+	return answered || ev.answered;
 }
 
 static void system_resumed(int error, gpointer data)
@@ -216,13 +230,8 @@ static void system_resumed(int error, gpointer data)
 
 	if (s->host_asleep) {
 		s->host_asleep = FALSE;
-		for (guint i = 0; i < s->hooks->len; i++) {
-			const struct suspend_sleep_hooks *h = &g_array_index(
-				s->hooks, struct suspend_sleep_hooks, i);
-
-			if (h->resumed)
-				h->resumed(h->data);
-		}
+		pf_events_publish(wakeup_events(s->engine), &(struct pf_event){
+			.type = PF_EVENT_RESUMED });
 	}
 	/* Our own suspends are counted when the backend answers. */
 	if (!s->external_sleep)
@@ -234,15 +243,14 @@ static void system_resumed(int error, gpointer data)
 		record_wakeup(s, error);
 		g_message("the system failed to sleep (%s): %s",
 			  s->stats.last_failed_step, g_strerror(-error));
-		journal_suspend(s->journal, &s->external, error,
-				s->stats.last_failed_step, s->engine);
+		publish_attempt(s, PF_EVENT_ATTEMPT_END, &s->external, error,
+				s->stats.last_failed_step);
 	} else {
 		s->stats.success++;
 		signal_wake_source(s);
 		record_wakeup(s, 0);
 		g_message("the system resumed");
-		journal_sleep(s->journal, s->external.start,
-			      s->external.start_wall);
+		publish_attempt(s, PF_EVENT_ATTEMPT_END, &s->external, 0, "");
 	}
 	wakeup_notify_changed(s->engine, NULL);
 }
@@ -255,15 +263,23 @@ void suspend_when_sleeping(struct suspend *s, wakeup_func func,
 	s->sleeping_data = data;
 }
 
-void suspend_add_sleep_hooks(struct suspend *s,
-			     const struct suspend_sleep_hooks *hooks)
-{
-	g_array_append_val(s->hooks, *hooks);
-}
-
 gboolean suspend_host_asleep(const struct suspend *s)
 {
 	return s->host_asleep;
+}
+
+static void on_wakeup_event(struct pf_event *ev, gpointer data)
+{
+	struct suspend *s = data;
+
+	/* A wakeup event while asleep wakes the system (the simulated
+	 * backend resumes early; real ones ignore it), and it is why the
+	 * system woke: no IRQ, a wakeup source. */
+	if (s->sleeping && s->backend->ops->wake) {
+		wakeup_reason_log_abnormal(s->reasons,
+					   wakeup_source_name(ev->source));
+		s->backend->ops->wake(s->backend);
+	}
 }
 
 struct suspend *suspend_new(struct wakeup_engine *engine,
@@ -275,8 +291,6 @@ struct suspend *suspend_new(struct wakeup_engine *engine,
 	s->engine = engine;
 	s->backend = backend;
 	s->reasons = reasons;
-	s->hooks = g_array_new(FALSE, FALSE,
-			       sizeof(struct suspend_sleep_hooks));
 	s->wake_sources = g_hash_table_new_full(g_str_hash, g_str_equal,
 						g_free, NULL);
 	backend_clear_wakeup(backend);
@@ -296,10 +310,12 @@ struct suspend *suspend_new(struct wakeup_engine *engine,
 			s->settings.mem_sleep = m;
 			break;
 		}
-	s->origin = (struct journal_attempt){ .state = "", .by = "", .pid = -1 };
+	s->origin = no_origin;
 	s->listener = (struct backend_listener){ system_sleeping,
 						 system_resumed, s };
 	backend->listener = &s->listener;
+	pf_events_subscribe(wakeup_events(engine),
+			    PF_EVENT_BIT(PF_EVENT_WAKEUP), on_wakeup_event, s);
 	return s;
 }
 
@@ -317,10 +333,8 @@ void suspend_free(struct suspend *s)
 	/* Queued callers are dropped: at exit their requests were already
 	 * answered by the file system layer. */
 	g_queue_clear_full(&s->lock_queue, g_free);
-	if (s->sleeping)
-		wakeup_set_event_hook(s->engine, NULL, NULL);
+	pf_events_unsubscribe(wakeup_events(s->engine), on_wakeup_event, s);
 	s->backend->listener = NULL;
-	g_array_unref(s->hooks);
 	g_free(s);
 }
 
@@ -391,25 +405,12 @@ void suspend_unlock(struct suspend *s)
 	g_free(w);
 }
 
-static void on_wakeup_event(struct wakeup_source *ws, gpointer data)
-{
-	struct suspend *s = data;
-
-	/* A wakeup event while asleep wakes the system (the simulated
-	 * backend resumes early; real ones ignore it), and it is why the
-	 * system woke: no IRQ, a wakeup source. */
-	if (s->backend->ops->wake) {
-		wakeup_reason_log_abnormal(s->reasons, wakeup_source_name(ws));
-		s->backend->ops->wake(s->backend);
-	}
-}
 
 /* Every attempt ends here: it ends the handshake and counts in the stats. */
 static void attempt_finished(struct suspend *s, int error)
 {
 	s->sleeping = FALSE;
 	s->sleeping_func = NULL;
-	wakeup_set_event_hook(s->engine, NULL, NULL);
 	wakeup_end_handshake(s->engine);
 	record_earlier_failures(s);
 	if (error) {
@@ -424,8 +425,8 @@ static void attempt_finished(struct suspend *s, int error)
 	record_wakeup(s, error);
 	/* Once counted: a listener sees the new suspend_stats. */
 	wakeup_notify_changed(s->engine, NULL);
-	journal_suspend(s->journal, &s->attempt, error,
-			error ? s->stats.last_failed_step : "", s->engine);
+	publish_attempt(s, PF_EVENT_ATTEMPT_END, &s->attempt, error,
+			error ? s->stats.last_failed_step : "");
 }
 
 static void on_resumed(int error, gpointer data)
@@ -449,9 +450,9 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 	if (s->shutting_down)
 		return -EIO;
 	s->attempt = s->origin;
-	s->attempt.state = pm_state_label(state);
-	s->origin = (struct journal_attempt){ .state = "", .by = "", .pid = -1 };
-	journal_attempt_begin(s->journal, &s->attempt);
+	s->attempt.state = state;
+	s->origin = no_origin;
+	publish_attempt(s, PF_EVENT_ATTEMPT_BEGIN, &s->attempt, 0, NULL);
 	wakeup_reason_begin(s->reasons);
 	/* The handshake's promise: if an event arrived since user space read
 	 * wakeup_count, do not sleep (it would be lost).  The kernel finds
@@ -468,8 +469,8 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 		wakeup_notify_changed(s->engine, NULL);
 		g_message("suspend to %s aborted: wakeup event pending",
 		       pm_state_label(state));
-		journal_suspend(s->journal, &s->attempt, -EBUSY, "freeze",
-				s->engine);
+		publish_attempt(s, PF_EVENT_ATTEMPT_END, &s->attempt, -EBUSY,
+				"freeze");
 		return -EBUSY;
 	}
 	if (s->settings.test_level != PM_TEST_NONE) {
@@ -481,7 +482,7 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 		wakeup_end_handshake(s->engine);
 		s->stats.success++;
 		wakeup_notify_changed(s->engine, NULL);
-		journal_suspend(s->journal, &s->attempt, 0, "", s->engine);
+		publish_attempt(s, PF_EVENT_ATTEMPT_END, &s->attempt, 0, "");
 		return 0;
 	}
 	g_message("suspending to %s through %s", pm_state_label(state),
@@ -490,7 +491,6 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 	s->state = state;
 	s->done = done;
 	s->done_data = data;
-	wakeup_set_event_hook(s->engine, on_wakeup_event, s);
 	s->backend->failed_step = NULL;	/* no step left from before */
 	s->backend->freeze_timeout_ms = s->settings.freeze_timeout_ms;
 	ret = s->backend->ops->suspend(s->backend, state, on_resumed, s);
@@ -514,7 +514,6 @@ void suspend_abort(struct suspend *s)
 		s->done = NULL;
 		s->sleeping = FALSE;
 		s->sleeping_func = NULL;
-		wakeup_set_event_hook(s->engine, NULL, NULL);
 		/* Its owner unlocks, which hands the lock to each queued
 		 * caller in turn: they see shutting_down and give up. */
 		done(-EIO, s->done_data);
@@ -538,15 +537,12 @@ gboolean suspend_writer_frozen(struct suspend *s,
 	       be->ops->freezes(be, pid);
 }
 
-void suspend_set_origin(struct suspend *s, const char *by, pid_t pid,
-			uid_t uid)
+void suspend_set_origin(struct suspend *s, const char *by,
+			const struct pf_caller *caller)
 {
-	s->origin = (struct journal_attempt){ .state = "", .by = by, .pid = pid, .uid = uid };
-}
-
-void suspend_set_journal(struct suspend *s, struct journal *j)
-{
-	s->journal = j;
+	s->origin = (struct attempt){ .by = by, .has_caller = caller != NULL };
+	if (caller)
+		s->origin.caller = *caller;
 }
 
 struct pm_settings *suspend_settings(struct suspend *s)

@@ -36,7 +36,6 @@ struct wakelocks {
 	gint64 gc_idle_us;
 	guint unlocks_since_gc;
 	guint gc_more;		/* idle source finishing a collection */
-	struct journal *journal;
 };
 
 struct wakelocks *wakelocks_new(struct wakeup_engine *engine,
@@ -109,25 +108,29 @@ static void mark_used(struct wakelocks *wls, struct wakelock *wl)
 }
 
 int wakelocks_lock(struct wakelocks *wls, const char *name, gsize len,
-		   guint64 timeout_ns)
+		   guint64 timeout_ns, const struct pf_caller *caller)
 {
 	struct wakelock *wl = lookup(wls, name, len);
+	/* Round up to whole milliseconds.  Deviation: the kernel's
+	 * arithmetic wraps for the largest values; cap instead. */
+	guint64 ms = timeout_ns / 1000000 + (timeout_ns % 1000000 != 0);
+	struct pf_event ev = { .type = PF_EVENT_LOCK, .caller = caller,
+			       .name = name, .len = len,
+			       .timeout_ms = (guint32)MIN(ms, G_MAXUINT32),
+			       .created = !wl,
+			       .was_active = wl && wakeup_source_active(wl->ws) };
 
 	if (!wl) {
 		if (wls->limit && g_hash_table_size(wls->by_name) >= wls->limit)
 			return -ENOSPC;
 		wl = wakelock_new(wls, name, len);
 	}
-	if (timeout_ns) {
-		/* Round up to whole milliseconds.  Deviation: the kernel's
-		 * arithmetic wraps for the largest values; cap instead. */
-		guint64 ms = timeout_ns / 1000000 + (timeout_ns % 1000000 != 0);
-
-		wakeup_source_event(wl->ws, (guint32)MIN(ms, G_MAXUINT32));
-	} else {
+	if (timeout_ns)
+		wakeup_source_event(wl->ws, ev.timeout_ms);
+	else
 		wakeup_source_stay_awake(wl->ws);
-	}
 	mark_used(wls, wl);
+	pf_events_publish(wakeup_events(wls->engine), &ev);
 	return 0;
 }
 
@@ -156,7 +159,10 @@ static void collect_garbage(struct wakelocks *wls)
 								  wls);
 				break;
 			}
-			journal_gc(wls->journal, wakeup_source_name(wl->ws));
+			pf_events_publish(wakeup_events(wls->engine),
+					  &(struct pf_event){
+						  .type = PF_EVENT_GC,
+						  .source = wl->ws });
 			wakelock_destroy(wls, wl);
 			destroyed++;
 		}
@@ -175,12 +181,17 @@ static gboolean collect_more(gpointer data)
 	return G_SOURCE_REMOVE;
 }
 
-int wakelocks_unlock(struct wakelocks *wls, const char *name, gsize len)
+int wakelocks_unlock(struct wakelocks *wls, const char *name, gsize len,
+		     const struct pf_caller *caller)
 {
 	struct wakelock *wl = lookup(wls, name, len);
 
 	if (!wl)
 		return -EINVAL;
+	/* Before the unlock: it may collect garbage, which comes after. */
+	pf_events_publish(wakeup_events(wls->engine), &(struct pf_event){
+		.type = PF_EVENT_UNLOCK, .caller = caller, .name = name,
+		.len = len, .was_active = wakeup_source_active(wl->ws) });
 	wakeup_source_relax(wl->ws);
 	mark_used(wls, wl);
 	if (++wls->unlocks_since_gc > GC_EVERY)
@@ -194,11 +205,6 @@ struct wakeup_source *wakelocks_lookup(const struct wakelocks *wls,
 	struct wakelock *wl = lookup(wls, name, len);
 
 	return wl ? wl->ws : NULL;
-}
-
-void wakelocks_set_journal(struct wakelocks *wls, struct journal *j)
-{
-	wls->journal = j;
 }
 
 guint wakelocks_count(const struct wakelocks *wls)

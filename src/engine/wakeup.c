@@ -56,17 +56,7 @@ struct wakeup_engine {
 	struct pf_timer *timeout_timer;
 	GQueue waiters;
 	struct pf_timer *waiter_timer;
-	wakeup_event_func event_hook;
-	gpointer event_hook_data;
-	wakeup_func activity_hook;
-	gpointer activity_hook_data;
-	struct journal *journal;
-	GArray *change_hooks;	/* struct change_hook */
-};
-
-struct change_hook {
-	wakeup_change_func func;
-	gpointer data;
+	struct pf_events *events;
 };
 
 static void timeouts_expire(gpointer data);
@@ -94,7 +84,7 @@ struct wakeup_engine *wakeup_engine_new(struct pf_clock *clock)
 	e->timeouts = g_sequence_new(NULL);
 	e->timeout_timer = pf_timer_new(clock, timeouts_expire, e);
 	e->waiter_timer = pf_timer_new(clock, waiters_run, e);
-	e->change_hooks = g_array_new(FALSE, FALSE, sizeof(struct change_hook));
+	e->events = pf_events_new();
 	return e;
 }
 
@@ -112,9 +102,22 @@ void wakeup_engine_free(struct wakeup_engine *e)
 	g_hash_table_destroy(e->by_id);
 	pf_timer_free(e->timeout_timer);
 	pf_timer_free(e->waiter_timer);
-	g_array_unref(e->change_hooks);
+	pf_events_free(e->events);
 	g_free(e->deleted.name);
 	g_free(e);
+}
+
+struct pf_events *wakeup_events(struct wakeup_engine *e)
+{
+	return e->events;
+}
+
+/* The number of active sources went from 0 to more, or back. */
+static void activity_changed(struct wakeup_engine *e)
+{
+	pf_events_publish(e->events,
+			  &(struct pf_event){ .type = PF_EVENT_ACTIVITY,
+					      .active = e->in_progress > 0 });
 }
 
 struct wakeup_source *wakeup_source_register(struct wakeup_engine *e,
@@ -273,8 +276,8 @@ static void source_activate(struct wakeup_source *ws)
 	ws->last_time = pf_clock_now(e->clock);
 	if (e->autosleep)
 		ws->start_prevent_time = ws->last_time;
-	if (e->in_progress++ == 0 && e->activity_hook)
-		e->activity_hook(e->activity_hook_data);
+	if (e->in_progress++ == 0)
+		activity_changed(e);
 	wakeup_notify_changed(e, ws);
 }
 
@@ -297,8 +300,7 @@ static void source_deactivate(struct wakeup_source *ws)
 	e->registered++;
 	if (--e->in_progress == 0) {
 		wake_waiters_later(e);
-		if (e->activity_hook)
-			e->activity_hook(e->activity_hook_data);
+		activity_changed(e);
 	}
 	wakeup_notify_changed(e, ws);
 }
@@ -314,8 +316,8 @@ static void report_event(struct wakeup_source *ws)
 		source_activate(ws);
 	else
 		wakeup_notify_changed(e, ws);
-	if (e->event_hook)
-		e->event_hook(ws, e->event_hook_data);
+	pf_events_publish(e->events, &(struct pf_event){
+		.type = PF_EVENT_WAKEUP, .source = ws });
 }
 
 void wakeup_source_stay_awake(struct wakeup_source *ws)
@@ -359,14 +361,10 @@ static void timeouts_expire(gpointer data)
 			return;
 		}
 		ws->expire_count++;
-		journal_expire(e->journal, ws->name);
+		pf_events_publish(e->events, &(struct pf_event){
+			.type = PF_EVENT_EXPIRE, .source = ws });
 		source_deactivate(ws);	/* disarms, removing it */
 	}
-}
-
-void wakeup_set_journal(struct wakeup_engine *e, struct journal *j)
-{
-	e->journal = j;
 }
 
 guint wakeup_events_in_progress(const struct wakeup_engine *e)
@@ -467,20 +465,6 @@ static void waiters_run(gpointer data)
 		g_free(w);
 		func(fdata);
 	}
-}
-
-void wakeup_set_event_hook(struct wakeup_engine *e, wakeup_event_func func,
-			   gpointer data)
-{
-	e->event_hook = func;
-	e->event_hook_data = data;
-}
-
-void wakeup_set_activity_hook(struct wakeup_engine *e, wakeup_func func,
-			      gpointer data)
-{
-	e->activity_hook = func;
-	e->activity_hook_data = data;
 }
 
 /* scnprintf() into a buffer of max bytes holding out->len already. */
@@ -768,8 +752,8 @@ void wakeup_source_load(struct wakeup_source *ws,
 	ws->prevent_sleep_time = rec->prevent_sleep_time;
 	if (rec->active && ws != &e->deleted) {
 		ws->active = TRUE;
-		if (e->in_progress++ == 0 && e->activity_hook)
-			e->activity_hook(e->activity_hook_data);
+		if (e->in_progress++ == 0)
+			activity_changed(e);
 		/* A deadline that passed while powerfs was away expires at
 		 * the next loop iteration, counted as an expiry. */
 		if (rec->expires)
@@ -809,36 +793,8 @@ void wakeup_restore_counts(struct wakeup_engine *e, guint registered,
 	wakeup_notify_changed(e, NULL);
 }
 
-void wakeup_add_change_hook(struct wakeup_engine *e, wakeup_change_func func,
-			    gpointer data)
-{
-	struct change_hook hook = { func, data };
-
-	g_array_append_val(e->change_hooks, hook);
-}
-
-void wakeup_remove_change_hook(struct wakeup_engine *e,
-			       wakeup_change_func func, gpointer data)
-{
-	for (guint i = 0; i < e->change_hooks->len; i++) {
-		const struct change_hook *h =
-			&g_array_index(e->change_hooks, struct change_hook, i);
-
-		if (h->func == func && h->data == data) {
-			g_array_remove_index(e->change_hooks, i);
-			return;
-		}
-	}
-	g_warn_if_reached();
-}
-
-/* On every lock and unlock: an array walk, no allocation. */
 void wakeup_notify_changed(struct wakeup_engine *e, struct wakeup_source *ws)
 {
-	for (guint i = 0; i < e->change_hooks->len; i++) {
-		const struct change_hook *h =
-			&g_array_index(e->change_hooks, struct change_hook, i);
-
-		h->func(ws, h->data);
-	}
+	pf_events_publish(e->events, &(struct pf_event){
+		.type = PF_EVENT_CHANGED, .source = ws });
 }

@@ -42,10 +42,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "powerfs/engine/backend.h"
+#include "powerfs/engine/power.h"
 #include "powerfs/engine/text.h"
 #include "powerfs/records/journal.h"
-#include "powerfs/engine/wakeup.h"
 
 #define BATCH_US (10 * 1000)
 #define MAX_PENDING (4 * 1024 * 1024)
@@ -82,6 +81,11 @@ struct reads {
 	guint64 other_uids;	/* reads by further uids */
 };
 
+/* The start of a suspend attempt, until its end is recorded. */
+struct attempt_start {
+	gint64 t, wall;		/* monotonic, wall; microseconds */
+};
+
 struct caller_info {
 	guint64 pidns;		/* inode of /proc/PID/ns/pid */
 	GString *fields;	/* its ",\"cgroup\":...,\"pidns\":N", made
@@ -90,6 +94,7 @@ struct caller_info {
 };
 
 struct journal {
+	struct power *pw;
 	struct pf_clock *clock;
 	char *path, *old_path;
 	guint64 max_bytes;
@@ -111,6 +116,8 @@ struct journal {
 	/* The loop's own (recorders hold the loop lock). */
 	GHashTable *callers;	/* pid -> struct caller_info */
 	gint64 handshake_t;	/* a wakeup_count write armed it, or 0 */
+	struct attempt_start own;	/* powerfs's own attempt */
+	struct attempt_start host;	/* a sleep someone else started */
 	gint64 read_tat;	/* the readers' budget: when it is full again
 				 * (a GCRA's theoretical arrival time) */
 	struct reads reads;	/* coalesced, not yet written */
@@ -540,9 +547,9 @@ void journal_stop(struct journal *j)
 		record_end(j);
 }
 
-void journal_lock(struct journal *j, const char *name, gsize len,
-		  guint32 timeout_ms, gboolean created, gboolean was_active,
-		  pid_t pid, uid_t uid)
+static void record_lock(struct journal *j, const char *name, gsize len,
+			guint32 timeout_ms, gboolean created,
+			gboolean was_active, pid_t pid, uid_t uid)
 {
 	GString *out = record_begin(j, "lock");
 
@@ -556,8 +563,8 @@ void journal_lock(struct journal *j, const char *name, gsize len,
 	record_end(j);
 }
 
-void journal_unlock(struct journal *j, const char *name, gsize len,
-		    gboolean was_active, pid_t pid, uid_t uid)
+static void record_unlock(struct journal *j, const char *name, gsize len,
+			  gboolean was_active, pid_t pid, uid_t uid)
 {
 	GString *out = record_begin(j, "unlock");
 
@@ -578,16 +585,6 @@ static void record_source(struct journal *j, const char *ev,
 		return;
 	append_src(out, name, strlen(name));
 	record_end(j);
-}
-
-void journal_expire(struct journal *j, const char *name)
-{
-	record_source(j, "expire", name);
-}
-
-void journal_gc(struct journal *j, const char *name)
-{
-	record_source(j, "gc", name);
 }
 
 /* Gives the read a count_read line if the readers' budget has one and no
@@ -629,15 +626,13 @@ static gboolean read_gets_a_line(struct journal *j, guint count, pid_t pid,
 	return FALSE;
 }
 
-void journal_count_read(struct journal *j, guint count, pid_t pid,
-			uid_t uid)
+static void record_count_read(struct journal *j, guint count, pid_t pid,
+			      uid_t uid)
 {
 	gboolean line, wake = FALSE;
 	gint64 t, wall;
 	GString *out;
 
-	if (!j)
-		return;
 	t = pf_clock_now(j->clock);
 	wall = g_get_real_time();
 	g_mutex_lock(&j->lock);
@@ -655,13 +650,11 @@ void journal_count_read(struct journal *j, guint count, pid_t pid,
 	record_end(j);
 }
 
-void journal_count_write(struct journal *j, gboolean parsed, guint count,
-			 int result, pid_t pid, uid_t uid)
+static void record_count_write(struct journal *j, gboolean parsed,
+			       guint count, int result, pid_t pid, uid_t uid)
 {
 	GString *out;
 
-	if (!j)
-		return;
 	/* What a failed suspend's "signalled" counts from. */
 	j->handshake_t = result ? 0 : pf_clock_now(j->clock);
 	out = record_begin(j, "count_write");
@@ -674,8 +667,9 @@ void journal_count_write(struct journal *j, gboolean parsed, guint count,
 	record_end(j);
 }
 
-void journal_autosleep(struct journal *j, const char *state, pid_t pid,
-		       uid_t uid)
+/* pid < 0: no writer (the setting restored at start). */
+static void record_autosleep(struct journal *j, const char *state, pid_t pid,
+			     uid_t uid)
 {
 	GString *out = record_begin(j, "autosleep");
 
@@ -685,14 +679,6 @@ void journal_autosleep(struct journal *j, const char *state, pid_t pid,
 	if (pid >= 0)
 		append_caller(j, out, pid, uid);
 	record_end(j);
-}
-
-void journal_attempt_begin(struct journal *j, struct journal_attempt *a)
-{
-	if (!j)
-		return;
-	a->start = pf_clock_now(j->clock);
-	a->start_wall = g_get_real_time();
 }
 
 /* The names of a failed attempt's sources: active now, or signalled (an
@@ -736,17 +722,21 @@ static void append_names(GString *out, const char *field,
 	g_string_append_c(out, ']');
 }
 
-void journal_suspend(struct journal *j, const struct journal_attempt *a,
-		     int result, const char *step,
-		     const struct wakeup_engine *engine)
+/* One suspend attempt, from its start to its end, with result (0 or
+ * -errno) at step ("" on success).  A failed attempt names the sources
+ * active now and those signalled since the handshake was armed (or the
+ * attempt began).  pid < 0: not a writer's. */
+static void record_suspend(struct journal *j, const struct pf_event *ev,
+			   const struct attempt_start *a)
 {
+	const struct wakeup_engine *engine =
+		ev->error ? j->pw->engine : NULL;
+	pid_t pid = ev->caller ? ev->caller->pid : -1;
 	gint64 since, end, end_wall;
 	GString *out;
 
-	if (!j)
-		return;
-	since = j->handshake_t && j->handshake_t <= a->start ?
-			j->handshake_t : a->start;
+	since = j->handshake_t && j->handshake_t <= a->t ? j->handshake_t :
+							  a->t;
 	j->handshake_t = 0;
 	end = pf_clock_now(j->clock);
 	end_wall = g_get_real_time();
@@ -759,23 +749,23 @@ void journal_suspend(struct journal *j, const struct journal_attempt *a,
 			       ",\"start_wall\":%" G_GINT64_FORMAT
 			       ",\"end_wall\":%" G_GINT64_FORMAT
 			       ",\"result\":%d,\"step\":\"%s\"",
-			       a->state, a->by, a->start, end, a->start_wall,
-			       end_wall, result,
-			       step ? step : "");
-	append_names(out, "active", result ? engine : NULL, TRUE, 0);
-	append_names(out, "signalled", result ? engine : NULL, FALSE, since);
-	if (a->pid >= 0)
-		append_caller(j, out, a->pid, a->uid);
+			       ev->state == PM_ON ? "" :
+						      pm_state_label(ev->state),
+			       ev->by, a->t, end, a->wall, end_wall, ev->error,
+			       ev->step ? ev->step : "");
+	append_names(out, "active", engine, TRUE, 0);
+	append_names(out, "signalled", engine, FALSE, since);
+	if (pid >= 0)
+		append_caller(j, out, pid, ev->caller->uid);
 	record_end(j);
 }
 
-void journal_sleep(struct journal *j, gint64 start, gint64 start_wall)
+/* The host slept, put to sleep by someone else (logind). */
+static void record_sleep(struct journal *j, gint64 start, gint64 start_wall)
 {
 	gint64 end, end_wall;
 	GString *out;
 
-	if (!j)
-		return;
 	end = pf_clock_now(j->clock);
 	end_wall = g_get_real_time();
 	out = record_begin_at(j, "sleep", end, end_wall);
@@ -790,7 +780,7 @@ void journal_sleep(struct journal *j, gint64 start, gint64 start_wall)
 	record_end(j);
 }
 
-void journal_backoff(struct journal *j, int result, guint pause_ms)
+static void record_backoff(struct journal *j, int result, guint pause_ms)
 {
 	GString *out = record_begin(j, "backoff");
 
@@ -801,10 +791,99 @@ void journal_backoff(struct journal *j, int result, guint pause_ms)
 	record_end(j);
 }
 
+/* --- the engine's events ------------------------------------------------- */
+
+static void attempt_event(struct journal *j, const struct pf_event *ev)
+{
+	gboolean host = !g_strcmp0(ev->by, "host");
+	struct attempt_start *a = host ? &j->host : &j->own;
+
+	if (ev->type == PF_EVENT_ATTEMPT_BEGIN) {
+		a->t = pf_clock_now(j->clock);
+		a->wall = g_get_real_time();
+	} else if (host && !ev->error) {
+		record_sleep(j, a->t, a->wall);
+	} else {
+		record_suspend(j, ev, a);
+	}
+}
+
+static void on_event(struct pf_event *ev, gpointer data)
+{
+	struct journal *j = data;
+	pid_t pid = ev->caller ? ev->caller->pid : -1;
+	uid_t uid = ev->caller ? ev->caller->uid : 0;
+
+	switch (ev->type) {
+	case PF_EVENT_LOCK:
+		record_lock(j, ev->name, ev->len, ev->timeout_ms, ev->created,
+			    ev->was_active, pid, uid);
+		break;
+	case PF_EVENT_UNLOCK:
+		record_unlock(j, ev->name, ev->len, ev->was_active, pid, uid);
+		break;
+	case PF_EVENT_EXPIRE:
+	case PF_EVENT_GC:
+		record_source(j, ev->type == PF_EVENT_GC ? "gc" : "expire",
+			      wakeup_source_name(ev->source));
+		break;
+	case PF_EVENT_COUNT_READ:
+		record_count_read(j, ev->count, pid, uid);
+		break;
+	case PF_EVENT_COUNT_WRITE:
+		record_count_write(j, ev->parsed, ev->count, ev->error, pid,
+				   uid);
+		break;
+	case PF_EVENT_AUTOSLEEP:
+		record_autosleep(j, ev->state == PM_ON ? "off" :
+				 pm_state_label(ev->state), pid, uid);
+		break;
+	case PF_EVENT_ATTEMPT_BEGIN:
+	case PF_EVENT_ATTEMPT_END:
+		attempt_event(j, ev);
+		break;
+	case PF_EVENT_BACKOFF:
+		record_backoff(j, ev->error, ev->pause_ms);
+		break;
+	default:
+		break;
+	}
+}
+
+#define EVENTS (PF_EVENT_BIT(PF_EVENT_LOCK) | PF_EVENT_BIT(PF_EVENT_UNLOCK) | \
+		PF_EVENT_BIT(PF_EVENT_EXPIRE) | PF_EVENT_BIT(PF_EVENT_GC) |     \
+		PF_EVENT_BIT(PF_EVENT_COUNT_READ) |                             \
+		PF_EVENT_BIT(PF_EVENT_COUNT_WRITE) |                            \
+		PF_EVENT_BIT(PF_EVENT_AUTOSLEEP) |                              \
+		PF_EVENT_BIT(PF_EVENT_ATTEMPT_BEGIN) |                          \
+		PF_EVENT_BIT(PF_EVENT_ATTEMPT_END) |                            \
+		PF_EVENT_BIT(PF_EVENT_BACKOFF))
+
+static void restored_lock(const struct wakeup_source *ws, gpointer data)
+{
+	const char *name = wakeup_source_name(ws);
+
+	if (wakeup_source_active(ws))
+		record_lock(data, name, strlen(name),
+			    wakeup_source_timeout_left(ws), FALSE, TRUE, 0, 0);
+}
+
+void journal_restored(struct journal *j)
+{
+	enum pm_state state;
+
+	if (!j)
+		return;
+	state = autosleep_state(j->pw->autosleep);
+	wakelocks_foreach(j->pw->wakelocks, restored_lock, j);
+	if (state != PM_ON)
+		record_autosleep(j, pm_state_label(state), -1, 0);
+}
+
 /* --- opening and closing ------------------------------------------------ */
 
 struct journal *journal_open(const char *path, guint64 max_bytes,
-			     struct pf_clock *clock, GError **error)
+			     struct power *pw, GError **error)
 {
 	struct journal *j;
 	struct stat st;
@@ -824,7 +903,8 @@ struct journal *journal_open(const char *path, guint64 max_bytes,
 		return NULL;
 	}
 	j = g_new0(struct journal, 1);
-	j->clock = clock;
+	j->pw = pw;
+	j->clock = pw->clock;
 	j->path = g_strdup(path);
 	j->old_path = g_strconcat(path, ".1", NULL);
 	j->max_bytes = MAX(max_bytes, JOURNAL_MIN_SIZE);
@@ -840,6 +920,7 @@ struct journal *journal_open(const char *path, guint64 max_bytes,
 	    last != '\n')
 		g_string_append_c(j->pending, '\n');
 	j->writer = g_thread_new("journal", writer_main, j);
+	pf_events_subscribe(pw->events, EVENTS, on_event, j);
 	return j;
 }
 
@@ -847,6 +928,7 @@ void journal_close(struct journal *j)
 {
 	if (!j)
 		return;
+	pf_events_unsubscribe(j->pw->events, on_event, j);
 	g_mutex_lock(&j->lock);
 	append_reads(j);
 	j->closing = TRUE;

@@ -395,12 +395,12 @@ static void write_now(gpointer data)
 	g_thread_pool_push(m->writer, text, NULL);
 }
 
-static void changed(struct wakeup_source *ws, gpointer data)
+static void changed(struct pf_event *ev, gpointer data)
 {
 	struct pf_metrics *m = data;
 	gint64 now;
 
-	(void)ws;
+	(void)ev;
 	if (pf_timer_is_armed(m->timer))
 		return;
 	now = pf_clock_now(m->pw->clock);
@@ -421,7 +421,8 @@ struct pf_metrics *pf_metrics_open(const char *dir, struct power *pw)
 	m->writer = g_thread_pool_new(write_file, m, 1, TRUE, NULL);
 	/* Now: what a previous powerfs left is not this one's. */
 	write_now(m);
-	wakeup_add_change_hook(pw->engine, changed, m);
+	pf_events_subscribe(pw->events, PF_EVENT_BIT(PF_EVENT_CHANGED), changed,
+			    m);
 	return m;
 }
 
@@ -429,7 +430,7 @@ void pf_metrics_close(struct pf_metrics *m, gboolean remove)
 {
 	if (!m)
 		return;
-	wakeup_remove_change_hook(m->pw->engine, changed, m);
+	pf_events_unsubscribe(m->pw->events, changed, m);
 	/* Waits for the write in progress. */
 	g_thread_pool_free(m->writer, FALSE, TRUE);
 	pf_timer_free(m->timer);

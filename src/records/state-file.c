@@ -423,9 +423,10 @@ void state_file_flush(struct state_file *sf)
 	g_string_truncate(sf->out, 0);
 }
 
-static void changed(struct wakeup_source *ws, gpointer data)
+static void changed(struct pf_event *ev, gpointer data)
 {
 	struct state_file *sf = data;
+	struct wakeup_source *ws = ev->source;
 
 	if (!sf->map)
 		return;
@@ -981,7 +982,8 @@ struct state_file *state_file_open(const char *path, struct power *pw,
 	unlink(sf->tmp_path);
 	restore(sf);
 	compact(sf);
-	wakeup_add_change_hook(pw->engine, changed, sf);
+	pf_events_subscribe(pw->events, PF_EVENT_BIT(PF_EVENT_CHANGED), changed,
+			    sf);
 	sf->flusher = g_source_new(&flusher_funcs, sizeof(struct flusher));
 	((struct flusher *)sf->flusher)->sf = sf;
 	g_source_set_name(sf->flusher, "powerfs state file");
@@ -993,7 +995,7 @@ void state_file_close(struct state_file *sf)
 {
 	if (!sf)
 		return;
-	wakeup_remove_change_hook(sf->pw->engine, changed, sf);
+	pf_events_unsubscribe(sf->pw->events, changed, sf);
 	g_source_destroy(sf->flusher);
 	g_source_unref(sf->flusher);
 	state_file_flush(sf);

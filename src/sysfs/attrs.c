@@ -106,7 +106,7 @@ struct locked_store {
 	pf_store_done done;
 	gpointer data;
 	gboolean answered;	/* the writer has its answer already */
-	struct pf_caller caller;	/* for the journal */
+	struct pf_caller caller;	/* for the events it causes */
 };
 
 static void locked_store_free(struct locked_store *ls)
@@ -233,8 +233,7 @@ static gssize state_store_locked(struct locked_store *ls)
 	/* A kernel without CONFIG_HIBERNATION answers "disk" so. */
 	if (!(suspend_valid_states(pw->suspend) & PM_STATE_BIT(state)))
 		return -ENOSYS;
-	suspend_set_origin(pw->suspend, "state", ls->caller.pid,
-			   ls->caller.uid);
+	suspend_set_origin(pw->suspend, "state", &ls->caller);
 	ret = suspend_enter(pw->suspend, state, state_resumed, ls);
 	if (ret == PF_PENDING)
 		suspend_when_sleeping(pw->suspend, state_sleeping, ls);
@@ -261,7 +260,7 @@ static int wakeup_count_show(struct power *pw, GString *out)
 	return settled ? 0 : -EAGAIN;
 }
 
-/* Who read which count, for the journal. */
+/* Who read which count: the handshake's first half. */
 static void wakeup_count_read_by(struct power *pw,
 				 const struct pf_caller *caller,
 				 const GString *shown)
@@ -269,13 +268,12 @@ static void wakeup_count_read_by(struct power *pw,
 	char *end;
 	guint64 count;
 
-	if (!pw->journal)
-		return;
 	/* What wakeup_count_show() printed: "%u\n". */
 	count = g_ascii_strtoull(shown->str, &end, 10);
 	if (end != shown->str)
-		journal_count_read(pw->journal, (guint)count, caller->pid,
-				   caller->uid);
+		pf_events_publish(pw->events, &(struct pf_event){
+			.type = PF_EVENT_COUNT_READ, .count = (guint)count,
+			.caller = caller });
 }
 
 static gssize wakeup_count_save(struct locked_store *ls, guint *count,
@@ -298,9 +296,9 @@ static gssize wakeup_count_store_locked(struct locked_store *ls)
 	guint count = 0;
 	gssize ret = wakeup_count_save(ls, &count, &parsed);
 
-	journal_count_write(ls->pw->journal, parsed, count,
-			    ret < 0 ? (int)ret : 0, ls->caller.pid,
-			    ls->caller.uid);
+	pf_events_publish(ls->pw->events, &(struct pf_event){
+		.type = PF_EVENT_COUNT_WRITE, .parsed = parsed, .count = count,
+		.error = ret < 0 ? (int)ret : 0, .caller = &ls->caller });
 	return ret;
 }
 
@@ -325,27 +323,15 @@ static int autosleep_show(struct power *pw, GString *out)
 }
 
 struct autosleep_write {
-	struct power *pw;
-	struct pf_caller caller;
-	enum pm_state state;
 	gsize len;
 	pf_store_done done;
 	gpointer data;
 };
 
-static void autosleep_journal(struct autosleep_write *w)
-{
-	journal_autosleep(w->pw->journal, w->state == PM_ON ? "off" :
-				pm_state_label(w->state),
-			  w->caller.pid, w->caller.uid);
-}
-
 static void autosleep_switched(int error, gpointer data)
 {
 	struct autosleep_write *w = data;
 
-	if (!error)
-		autosleep_journal(w);
 	w->done(error ? error : (gssize)w->len, w->data);
 	g_free(w);
 }
@@ -362,12 +348,11 @@ static gssize autosleep_store(struct power *pw, const struct pf_caller *caller,
 	if (state == PM_ON && strcmp(buf, "off") && strcmp(buf, "off\n"))
 		return -EINVAL;
 	w = g_new(struct autosleep_write, 1);
-	*w = (struct autosleep_write){ pw, *caller, state, len, done, data };
-	ret = autosleep_set_state(pw->autosleep, state, autosleep_switched, w);
+	*w = (struct autosleep_write){ len, done, data };
+	ret = autosleep_set_state(pw->autosleep, state, caller,
+				  autosleep_switched, w);
 	if (ret == PF_PENDING)
 		return PF_PENDING;
-	if (!ret)
-		autosleep_journal(w);
 	g_free(w);
 	return ret ? ret : (gssize)len;
 }
@@ -386,8 +371,6 @@ static gssize wake_lock_store(struct power *pw, const struct pf_caller *caller,
 {
 	const char *end = buf;
 	guint64 timeout_ns = 0;
-	struct wakeup_source *ws = NULL;
-	gboolean was_active;
 	int ret;
 
 	(void)done;
@@ -402,20 +385,9 @@ static gssize wake_lock_store(struct power *pw, const struct pf_caller *caller,
 		return -EINVAL;
 	if (*end && *end != '\n' && !parse_u64(skip_spaces(end), &timeout_ns))
 		return -EINVAL;
-	if (pw->journal)
-		ws = wakelocks_lookup(pw->wakelocks, buf, end - buf);
-	was_active = ws && wakeup_source_active(ws);
-	ret = wakelocks_lock(pw->wakelocks, buf, end - buf, timeout_ns);
-	if (ret)
-		return ret;
-	/* The timeout as wakelocks_lock() rounds it. */
-	journal_lock(pw->journal, buf, end - buf,
-		     (guint32)MIN(timeout_ns / 1000000 +
-					  (timeout_ns % 1000000 != 0),
-				  G_MAXUINT32),
-		     !ws, was_active, caller->pid,
-		     caller->uid);
-	return (gssize)len;
+	ret = wakelocks_lock(pw->wakelocks, buf, end - buf, timeout_ns,
+			     caller);
+	return ret ? ret : (gssize)len;
 }
 
 static int wake_unlock_show(struct power *pw, GString *out)
@@ -430,7 +402,6 @@ static gssize wake_unlock_store(struct power *pw,
 				pf_store_done done, gpointer data)
 {
 	gsize n = strlen(buf);
-	struct wakeup_source *ws;
 	int ret;
 
 	(void)done;
@@ -442,13 +413,7 @@ static gssize wake_unlock_store(struct power *pw,
 		n--;
 	if (!n)
 		return -EINVAL;
-	/* Recorded before the unlock: it may collect garbage, and the
-	 * collection comes after it. */
-	ws = pw->journal ? wakelocks_lookup(pw->wakelocks, buf, n) : NULL;
-	if (ws)
-		journal_unlock(pw->journal, buf, n, wakeup_source_active(ws),
-			       caller->pid, caller->uid);
-	ret = wakelocks_unlock(pw->wakelocks, buf, n);
+	ret = wakelocks_unlock(pw->wakelocks, buf, n, caller);
 	return ret ? ret : (gssize)len;
 }
 

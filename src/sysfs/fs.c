@@ -682,26 +682,25 @@ static void answer_parked(struct pf_fs *fs, gboolean answer_writes,
 	}
 }
 
-static gboolean fs_sleeping(gboolean host, gpointer data)
+/* PF_EVENT_SLEEPING and PF_EVENT_RESUMED. */
+static void fs_sleep_event(struct pf_event *ev, gpointer data)
 {
 	struct pf_fs *fs = data;
 	gboolean waited = !g_queue_is_empty(&fs->parked);
 
+	if (ev->type == PF_EVENT_RESUMED) {
+		fs->host_asleep = FALSE;
+		return;
+	}
 	if (waited)
 		g_message("system going to sleep: answering waiting requests");
 	/* The host freezes its tasks: a write the kernel would carry out
 	 * after resume (an autosleep switch waiting for its turn) is
 	 * answered now, and carried out then. */
-	answer_parked(fs, host, 0);
-	fs->host_asleep = host;
-	return waited;
-}
-
-static void fs_resumed(gpointer data)
-{
-	struct pf_fs *fs = data;
-
-	fs->host_asleep = FALSE;
+	answer_parked(fs, ev->host, 0);
+	fs->host_asleep = ev->host;
+	if (waited)
+		ev->answered = TRUE;
 }
 
 /* A writer interrupted while its write waits: if it only waited for its
@@ -989,8 +988,9 @@ struct pf_fs *pf_fs_serve(struct power *pw, const struct pf_attr *attrs,
 		g_free(fs);
 		return NULL;
 	}
-	suspend_add_sleep_hooks(pw->suspend, &(struct suspend_sleep_hooks){
-		fs_sleeping, fs_resumed, fs });
+	pf_events_subscribe(pw->events, PF_EVENT_BIT(PF_EVENT_SLEEPING) |
+					PF_EVENT_BIT(PF_EVENT_RESUMED),
+			    fs_sleep_event, fs);
 	g_message("serving %s (backend %s)", mountpoint,
 		  pw->backend->ops->name);
 	return fs;
@@ -1062,6 +1062,7 @@ void pf_fs_free(struct pf_fs *fs, gboolean hand_over)
 
 	if (!fs)
 		return;
+	pf_events_unsubscribe(fs->pw->events, fs_sleep_event, fs);
 	/* Nobody may stay inside a request of a server that is leaving,
 	 * unless a successor takes them over: the kernel sends them again.
 	 * The core is torn down next and will not answer. */

@@ -84,7 +84,7 @@ static void power_teardown(struct power *pw)
 		struct done d = { 0, 1 };
 		int i, ret;
 
-		ret = autosleep_set_state(pw->autosleep, PM_ON, done_cb, &d);
+		ret = autosleep_set_state(pw->autosleep, PM_ON, NULL, done_cb, &d);
 		if (ret == PF_PENDING) {
 			for (i = 0; i < 100 && !d.calls; i++)
 				advance(pw, MS(100));
@@ -134,7 +134,7 @@ static void set_now(struct power *pw, enum pm_state state)
 {
 	struct done d = { 0, 1 };
 
-	g_assert_cmpint(autosleep_set_state(pw->autosleep, state, done_cb, &d),
+	g_assert_cmpint(autosleep_set_state(pw->autosleep, state, NULL, done_cb, &d),
 			==, 0);
 	g_assert_cmpint(autosleep_state(pw->autosleep), ==, state);
 	advance(pw, 0);
@@ -226,14 +226,14 @@ static void test_wakelock_blocks(void)
 
 	/* Locked during the pause after the first suspend. */
 	at(pw, MS(1200));
-	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "hold", 4, 0), ==, 0);
+	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "hold", 4, 0, NULL), ==, 0);
 	at(pw, MS(10000));
 	g_assert_cmpint(successes(pw), ==, 1);
 	g_assert_cmpint(suspend_get_stats(pw->suspend)->fail, ==, 0);
 	g_assert_cmpint(stats_of(pw, "hold").prevent_suspend_time_ms, ==, 8800);
 
 	/* Released: the next suspend starts at once (no pause). */
-	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "hold", 4), ==, 0);
+	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "hold", 4, NULL), ==, 0);
 	advance(pw, 0);
 	at(pw, MS(11000) - 1);
 	g_assert_cmpint(successes(pw), ==, 1);
@@ -248,7 +248,7 @@ static void test_wakelock_blocks(void)
 	/* A lock with a timeout blocks until it expires. */
 	at(pw, MS(12600));
 	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "t", 1,
-				       G_GUINT64_CONSTANT(3000000000)), ==, 0);
+				       G_GUINT64_CONSTANT(3000000000), NULL), ==, 0);
 	at(pw, MS(15600) - 1);
 	g_assert_cmpint(successes(pw), ==, 3);
 	at(pw, MS(15600));
@@ -295,14 +295,14 @@ static void test_event_during_suspend(void)
 	 * further suspend until it is released. */
 	at(pw, MS(3300));
 	g_assert_true(suspend_in_progress(pw->suspend));
-	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "hold", 4, 0), ==, 0);
+	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "hold", 4, 0, NULL), ==, 0);
 	advance(pw, 0);
 	g_assert_false(suspend_in_progress(pw->suspend));
 	g_assert_cmpint(successes(pw), ==, s + 3);
 	s = successes(pw);
 	at(pw, MS(9000));
 	g_assert_cmpint(successes(pw), ==, s);
-	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "hold", 4), ==, 0);
+	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "hold", 4, NULL), ==, 0);
 	at(pw, MS(10000) - 1);
 	g_assert_cmpint(successes(pw), ==, s);
 	at(pw, MS(10000));
@@ -327,7 +327,7 @@ static void test_off_during_suspend(void)
 	/* A suspend is in progress: the switch waits (PF_PENDING).  The
 	 * "autosleep" event ends the simulated sleep early (autosleep.h), so
 	 * done comes as soon as the loop runs, not at SLEEP_MS. */
-	g_assert_cmpint(autosleep_set_state(pw->autosleep, PM_ON, done_cb, &off),
+	g_assert_cmpint(autosleep_set_state(pw->autosleep, PM_ON, NULL, done_cb, &off),
 			==, PF_PENDING);
 	g_assert_cmpint(off.calls, ==, 0);
 	g_assert_cmpuint(wakeup_events_in_progress(pw->engine), ==, 1);
@@ -410,7 +410,7 @@ static void test_counts_event(void)
 	/* Switching during a suspend: pending, still one event. */
 	at(pw, MS(2000));
 	g_assert_true(suspend_in_progress(pw->suspend));
-	g_assert_cmpint(autosleep_set_state(pw->autosleep, PM_MEM, done_cb, &d),
+	g_assert_cmpint(autosleep_set_state(pw->autosleep, PM_MEM, NULL, done_cb, &d),
 			==, PF_PENDING);
 	advance(pw, 0);
 	g_assert_cmpint(d.calls, ==, 1);
@@ -434,9 +434,9 @@ static void test_invalid_state(void)
 	struct done d = { 0, 1 };
 	guint c0 = count_of(pw);
 
-	g_assert_cmpint(autosleep_set_state(pw->autosleep, PM_DISK, done_cb, &d),
+	g_assert_cmpint(autosleep_set_state(pw->autosleep, PM_DISK, NULL, done_cb, &d),
 			==, -EINVAL);
-	g_assert_cmpint(autosleep_set_state(pw->autosleep, PM_STANDBY, done_cb,
+	g_assert_cmpint(autosleep_set_state(pw->autosleep, PM_STANDBY, NULL, done_cb,
 					    &d), ==, -EINVAL);
 	advance(pw, 0);
 	advance(pw, MS(5000));
@@ -449,7 +449,7 @@ static void test_invalid_state(void)
 
 	/* Refused while on: the state stays. */
 	set_now(pw, PM_MEM);
-	g_assert_cmpint(autosleep_set_state(pw->autosleep, PM_DISK, done_cb, &d),
+	g_assert_cmpint(autosleep_set_state(pw->autosleep, PM_DISK, NULL, done_cb, &d),
 			==, -EINVAL);
 	advance(pw, 0);
 	g_assert_cmpint(d.calls, ==, 0);
@@ -483,7 +483,7 @@ static void test_waits_for_lock(void)
 	advance(pw, 0);
 	g_assert_cmpint(l.calls, ==, 0);
 
-	g_assert_cmpint(autosleep_set_state(pw->autosleep, PM_ON, done_cb, &d),
+	g_assert_cmpint(autosleep_set_state(pw->autosleep, PM_ON, NULL, done_cb, &d),
 			==, PF_PENDING);
 	advance(pw, 0);
 	advance(pw, MS(100));
@@ -731,10 +731,10 @@ static void test_off_leaves_waiting_run_arming(void)
 	struct wakeup_source *z;
 	struct done d;
 
-	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "h", 1, 0), ==, 0);
+	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "h", 1, 0, NULL), ==, 0);
 	set_now(pw, PM_MEM);
 	set_now(pw, PM_ON);
-	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "h", 1), ==, 0);
+	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "h", 1, NULL), ==, 0);
 	advance(pw, MS(500));
 	g_assert_cmpint(successes(pw), ==, 0);
 	z = wakeup_source_register(pw->engine, "z", 1);
@@ -764,13 +764,13 @@ static void test_requeued_run_arms_after_off(void)
 	struct done off = { 0, 1 }, d;
 	int ret;
 
-	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "x", 1, 0), ==, 0);
+	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "x", 1, 0, NULL), ==, 0);
 	set_now(pw, PM_MEM);
 	set_now(pw, PM_MEM);
-	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "x", 1), ==, 0);
+	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "x", 1, NULL), ==, 0);
 	advance(pw, MS(100));
 	g_assert_true(suspend_in_progress(pw->suspend));
-	ret = autosleep_set_state(pw->autosleep, PM_ON, done_cb, &off);
+	ret = autosleep_set_state(pw->autosleep, PM_ON, NULL, done_cb, &off);
 	g_assert_cmpint(ret, ==, PF_PENDING);
 	advance(pw, 0);
 	g_assert_cmpint(off.calls, ==, 1);
@@ -794,12 +794,12 @@ static void test_write_while_running_runs_again(void)
 {
 	struct power *pw = power_setup();
 
-	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "x", 1, 0), ==, 0);
+	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "x", 1, 0, NULL), ==, 0);
 	set_now(pw, PM_MEM);
 	advance(pw, MS(100));
 	set_now(pw, PM_MEM);
 	set_now(pw, PM_ON);
-	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "x", 1), ==, 0);
+	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "x", 1, NULL), ==, 0);
 	at(pw, MS(5000));
 	g_assert_cmpint(successes(pw), ==, 0);
 	g_assert_cmpint(suspend_get_stats(pw->suspend)->fail, ==, 0);

@@ -38,12 +38,12 @@ static void fixture_fini(struct fixture *f)
 
 static int lock(struct fixture *f, const char *name, guint64 timeout_ns)
 {
-	return wakelocks_lock(f->wls, name, strlen(name), timeout_ns);
+	return wakelocks_lock(f->wls, name, strlen(name), timeout_ns, NULL);
 }
 
 static int unlock(struct fixture *f, const char *name)
 {
-	return wakelocks_unlock(f->wls, name, strlen(name));
+	return wakelocks_unlock(f->wls, name, strlen(name), NULL);
 }
 
 static char *show(struct fixture *f, gboolean active)
@@ -151,7 +151,7 @@ static void test_lock_unlock(void)
 	c0 = count_of(&f);
 
 	/* The name is len bytes. */
-	g_assert_cmpint(wakelocks_lock(f.wls, "foobar", 3, 0), ==, 0);
+	g_assert_cmpint(wakelocks_lock(f.wls, "foobar", 3, 0, NULL), ==, 0);
 	g_assert_cmpuint(wakelocks_count(f.wls), ==, 1);
 	g_assert_true(is_active(&f, "foo"));
 	g_assert_null(find_ws(&f, "foobar"));
@@ -166,7 +166,7 @@ static void test_lock_unlock(void)
 	g_assert_cmpuint(st.active_count, ==, 1);
 	g_assert_cmpuint(st.event_count, ==, 2);
 
-	g_assert_cmpint(wakelocks_unlock(f.wls, "foo\n", 3), ==, 0);
+	g_assert_cmpint(wakelocks_unlock(f.wls, "foo\n", 3, NULL), ==, 0);
 	g_assert_false(is_active(&f, "foo"));
 	g_assert_cmpuint(wakeup_events_in_progress(f.engine), ==, 0);
 	g_assert_cmpuint(count_of(&f), ==, c0 + 1);
@@ -206,7 +206,7 @@ static void test_unlock_unknown(void)
 	/* Prefixes and extensions are other names. */
 	g_assert_cmpint(unlock(&f, "fo"), ==, -EINVAL);
 	g_assert_cmpint(unlock(&f, "foox"), ==, -EINVAL);
-	g_assert_cmpint(wakelocks_unlock(f.wls, "foo", 2), ==, -EINVAL);
+	g_assert_cmpint(wakelocks_unlock(f.wls, "foo", 2, NULL), ==, -EINVAL);
 	g_assert_true(is_active(&f, "foo"));
 	g_assert_cmpuint(wakelocks_count(f.wls), ==, 1);
 	g_assert_cmpuint(count_of(&f), ==, c0);
@@ -310,7 +310,7 @@ static void test_show_cap_single(void)
 	fixture_init(&f, 100, 300);
 	name = g_malloc(4096);
 	memset(name, 'x', 4096);
-	g_assert_cmpint(wakelocks_lock(f.wls, name, 4096, 0), ==, 0);
+	g_assert_cmpint(wakelocks_lock(f.wls, name, 4096, 0, NULL), ==, 0);
 	s = show(&f, TRUE);
 	g_assert_cmpuint(strlen(s), ==, 4095);
 	g_assert_cmpint(memcmp(s, name, 4094), ==, 0);
@@ -319,8 +319,8 @@ static void test_show_cap_single(void)
 	assert_show(&f, FALSE, "\n");
 
 	/* The lock itself has its whole name. */
-	g_assert_cmpint(wakelocks_unlock(f.wls, name, 4096), ==, 0);
-	g_assert_cmpint(wakelocks_unlock(f.wls, name, 4095), ==, -EINVAL);
+	g_assert_cmpint(wakelocks_unlock(f.wls, name, 4096, NULL), ==, 0);
+	g_assert_cmpint(wakelocks_unlock(f.wls, name, 4095, NULL), ==, -EINVAL);
 	s = show(&f, FALSE);
 	g_assert_cmpuint(strlen(s), ==, 4095);
 	g_assert_cmpint(s[4094], ==, '\n');

@@ -74,13 +74,13 @@ static int enter(struct power *pw, int *done)
 
 static void lock(struct power *pw, const char *name)
 {
-	g_assert_cmpint(wakelocks_lock(pw->wakelocks, name, strlen(name), 0),
+	g_assert_cmpint(wakelocks_lock(pw->wakelocks, name, strlen(name), 0, NULL),
 			==, 0);
 }
 
 static void unlock(struct power *pw, const char *name)
 {
-	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, name, strlen(name)),
+	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, name, strlen(name), NULL),
 			==, 0);
 }
 

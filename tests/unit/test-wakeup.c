@@ -757,15 +757,16 @@ static void test_wait_idle_cancel(void)
 	fixture_fini(&f);
 }
 
-static void count_event(struct wakeup_source *ws, gpointer data)
+static void count_event(struct pf_event *ev, gpointer data)
 {
 	struct calls *calls = data;
 
-	calls->last_source = ws;
+	calls->last_source = ev->source;
 	count_call(data);
 }
 
-static void test_event_hook(void)
+/* PF_EVENT_WAKEUP: every event reported on a source, and only those. */
+static void test_wakeup_event(void)
 {
 	struct fixture f;
 	struct wakeup_source *a, *b;
@@ -775,7 +776,8 @@ static void test_event_hook(void)
 	a = reg(&f, "a");
 	b = reg(&f, "b");
 
-	wakeup_set_event_hook(f.engine, count_event, &calls);
+	pf_events_subscribe(wakeup_events(f.engine),
+			    PF_EVENT_BIT(PF_EVENT_WAKEUP), count_event, &calls);
 	wakeup_source_stay_awake(a);
 	g_assert_cmpint(calls.n, ==, 1);
 	g_assert_true(calls.last_data == &calls);
@@ -798,8 +800,8 @@ static void test_event_hook(void)
 	g_assert_false(wakeup_source_active(b));
 	g_assert_cmpint(calls.n, ==, 6);
 
-	/* NULL removes the hook. */
-	wakeup_set_event_hook(f.engine, NULL, NULL);
+	/* Unsubscribed, it hears nothing more. */
+	pf_events_unsubscribe(wakeup_events(f.engine), count_event, &calls);
 	wakeup_source_event(a, 0);
 	wakeup_source_stay_awake(b);
 	wakeup_source_relax(b);
@@ -810,8 +812,9 @@ static void test_event_hook(void)
 	fixture_fini(&f);
 }
 
-/* Every listener hears every change, in the order added; a removed one
- * hears nothing more. */
+/* Every subscriber of PF_EVENT_CHANGED hears every change, in the order
+ * subscribed; one unsubscribed hears nothing more, and one that asked for
+ * other kinds hears none of these. */
 struct heard {
 	guint n;
 	struct wakeup_source *last;
@@ -819,25 +822,29 @@ struct heard {
 	char tag;
 };
 
-static void hear(struct wakeup_source *ws, gpointer data)
+static void hear(struct pf_event *ev, gpointer data)
 {
 	struct heard *h = data;
 
 	h->n++;
-	h->last = ws;
+	h->last = ev->source;
 	g_string_append_c(h->order, h->tag);
 }
 
-static void test_change_hooks(void)
+static void test_changed_event(void)
 {
 	struct fixture f;
 	struct wakeup_source *a;
+	struct pf_events *events;
 	g_autoptr(GString) order = g_string_new(NULL);
 	struct heard x = { 0, NULL, order, 'x' }, y = { 0, NULL, order, 'y' };
+	struct heard z = { 0, NULL, order, 'z' };
 
 	fixture_init(&f);
-	wakeup_add_change_hook(f.engine, hear, &x);
-	wakeup_add_change_hook(f.engine, hear, &y);
+	events = wakeup_events(f.engine);
+	pf_events_subscribe(events, PF_EVENT_BIT(PF_EVENT_CHANGED), hear, &x);
+	pf_events_subscribe(events, PF_EVENT_BIT(PF_EVENT_EXPIRE), hear, &z);
+	pf_events_subscribe(events, PF_EVENT_BIT(PF_EVENT_CHANGED), hear, &y);
 	a = reg(&f, "a");
 	g_assert_cmpuint(x.n, ==, 1);
 	g_assert_cmpuint(y.n, ==, 1);
@@ -848,16 +855,54 @@ static void test_change_hooks(void)
 	g_assert_cmpuint(x.n, ==, 2);
 	g_assert_null(y.last);
 
-	wakeup_remove_change_hook(f.engine, hear, &x);
+	pf_events_unsubscribe(events, hear, &x);
 	wakeup_source_stay_awake(a);
 	g_assert_cmpuint(x.n, ==, 2);
 	g_assert_cmpuint(y.n, ==, 3);
 	g_assert_true(y.last == a);
 
-	wakeup_remove_change_hook(f.engine, hear, &y);
+	pf_events_unsubscribe(events, hear, &y);
 	wakeup_source_relax(a);
 	g_assert_cmpuint(y.n, ==, 3);
+	g_assert_cmpuint(z.n, ==, 0);
+	pf_events_unsubscribe(events, hear, &z);
 	wakeup_source_unregister(a);
+	fixture_fini(&f);
+}
+
+/* PF_EVENT_ACTIVITY: when the number of active sources leaves 0 and comes
+ * back to it, not at every change between. */
+static void count_activity(struct pf_event *ev, gpointer data)
+{
+	GString *said = data;
+
+	g_string_append_c(said, ev->active ? '1' : '0');
+}
+
+static void test_activity_event(void)
+{
+	struct fixture f;
+	struct wakeup_source *a, *b;
+	g_autoptr(GString) said = g_string_new(NULL);
+
+	fixture_init(&f);
+	a = reg(&f, "a");
+	b = reg(&f, "b");
+	pf_events_subscribe(wakeup_events(f.engine),
+			    PF_EVENT_BIT(PF_EVENT_ACTIVITY), count_activity,
+			    said);
+	wakeup_source_stay_awake(a);
+	wakeup_source_stay_awake(b);
+	wakeup_source_relax(a);
+	g_assert_cmpstr(said->str, ==, "1");
+	wakeup_source_relax(b);
+	g_assert_cmpstr(said->str, ==, "10");
+	wakeup_source_event(a, 100);
+	advance(&f, MS(200));
+	g_assert_cmpstr(said->str, ==, "1010");
+	pf_events_unsubscribe(wakeup_events(f.engine), count_activity, said);
+	wakeup_source_unregister(a);
+	wakeup_source_unregister(b);
 	fixture_fini(&f);
 }
 
@@ -1342,8 +1387,9 @@ int main(int argc, char **argv)
 	g_test_add_func("/wakeup/handshake/pending", test_handshake_pending);
 	g_test_add_func("/wakeup/wait-idle/fires", test_wait_idle);
 	g_test_add_func("/wakeup/wait-idle/cancel", test_wait_idle_cancel);
-	g_test_add_func("/wakeup/event-hook", test_event_hook);
-	g_test_add_func("/wakeup/change-hooks", test_change_hooks);
+	g_test_add_func("/wakeup/wakeup-event", test_wakeup_event);
+	g_test_add_func("/wakeup/changed-event", test_changed_event);
+	g_test_add_func("/wakeup/activity-event", test_activity_event);
 	g_test_add_func("/wakeup/stats/print-format", test_print_stats_format);
 	g_test_add_func("/wakeup/stats/deleted", test_print_stats_deleted);
 	g_test_add_func("/wakeup/stats/times", test_stats_times);

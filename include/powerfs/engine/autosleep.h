@@ -19,18 +19,18 @@ struct wakeup_source *autosleep_source(struct autosleep *as);
 /* PM_ON when off. */
 enum pm_state autosleep_state(const struct autosleep *as);
 
-/* Switch autosleep to state (PM_ON = off).  Counts one event on the
- * "autosleep" source (which also ends a simulated sleep early), waits for a
- * state transition in progress to finish, and switches: 0 if that happened at
+/* Switch autosleep to state (PM_ON = off) for caller (NULL: nobody's
+ * write).  Counts one event on the "autosleep" source (which also ends a
+ * simulated sleep early), waits for a state transition in progress to
+ * finish, and switches, publishing PF_EVENT_AUTOSLEEP: 0 if that happened at
  * once, else PF_PENDING and done(0) later.  -EINVAL for a state the backend
  * cannot enter. */
 int autosleep_set_state(struct autosleep *as, enum pm_state state,
+			const struct pf_caller *caller,
 			backend_done_func done, gpointer data);
 
 /* At start, the setting a previous run of powerfs left (state-file.c):
  * no event, no waiting for the transition lock. */
 void autosleep_restore_state(struct autosleep *as, enum pm_state state);
-/* Back-offs are recorded in j (NULL: none). */
-void autosleep_set_journal(struct autosleep *as, struct journal *j);
 
 #endif

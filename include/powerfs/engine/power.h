@@ -8,7 +8,7 @@
 #include "powerfs/engine/autosleep.h"
 #include "powerfs/engine/backend.h"
 #include "powerfs/engine/clock.h"
-#include "powerfs/records/journal.h"
+#include "powerfs/engine/events.h"
 #include "powerfs/engine/suspend.h"
 #include "powerfs/engine/wakelock.h"
 #include "powerfs/engine/wakeup.h"
@@ -16,6 +16,7 @@
 struct power {
 	struct pf_clock *clock;
 	struct wakeup_engine *engine;
+	struct pf_events *events;	/* the engine's (wakeup_events()) */
 	struct wakelocks *wakelocks;
 	struct backend *backend;
 	struct suspend *suspend;
@@ -26,8 +27,6 @@ struct power {
 	/* uid_t: owners of user namespaces whose capabilities count besides
 	 * root (--trust-userns-owner), or NULL.  See caps.c. */
 	GArray *trusted_userns_owners;
-	/* --journal, or NULL. */
-	struct journal *journal;
 };
 
 struct power_options {
@@ -41,8 +40,5 @@ struct power_options {
 struct power *power_new(struct pf_clock *clock, struct backend *backend,
 			const struct power_options *opts);
 void power_free(struct power *pw);
-/* Every module records its events in j from now on (NULL: stop).  The
- * journal stays the caller's. */
-void power_set_journal(struct power *pw, struct journal *j);
 
 #endif

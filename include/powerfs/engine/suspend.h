@@ -8,7 +8,7 @@
 #include <errno.h>
 #include <glib.h>
 #include "powerfs/engine/backend.h"
-#include "powerfs/records/journal.h"
+#include "powerfs/engine/events.h"
 #include "powerfs/engine/wakeup.h"
 #include "powerfs/engine/wakeup-reason.h"
 
@@ -51,7 +51,9 @@ struct suspend_stats {
 };
 
 /* Every attempt, and every sleep of the host's own, is recorded in
- * reasons (/sys/kernel/wakeup_reasons). */
+ * reasons (/sys/kernel/wakeup_reasons) and published as
+ * PF_EVENT_ATTEMPT_BEGIN and PF_EVENT_ATTEMPT_END; the sleep itself as
+ * PF_EVENT_SLEEPING and PF_EVENT_RESUMED. */
 struct suspend *suspend_new(struct wakeup_engine *engine,
 			    struct backend *backend,
 			    struct wakeup_reason *reasons);
@@ -93,7 +95,7 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 
 /* For the attempt in progress: call func once when the backend reports that
  * the host is about to sleep (logind's PrepareForSleep, the sysfs backend's
- * write), before the sleep hooks run.  A state write is answered then, not
+ * write), before PF_EVENT_SLEEPING is published.  A state write is answered then, not
  * after resume: its writer would be inside a request while the host freezes
  * its tasks. */
 void suspend_when_sleeping(struct suspend *s, wakeup_func func,
@@ -106,12 +108,11 @@ gboolean suspend_writer_frozen(struct suspend *s,
 			       gboolean (*match)(gpointer data, gpointer key),
 			       gpointer key, pid_t pid);
 
-/* Who asks for the next suspend_enter(), for the journal: by is "state"
- * (a write; pid, uid its writer) or "autosleep" (pid -1). */
-void suspend_set_origin(struct suspend *s, const char *by, pid_t pid,
-			uid_t uid);
-/* Attempts and the host's other sleeps are recorded in j (NULL: none). */
-void suspend_set_journal(struct suspend *s, struct journal *j);
+/* Who asks for the next suspend_enter(), for its PF_EVENT_ATTEMPT_BEGIN:
+ * by is "state" (a write, caller its writer) or "autosleep" (caller
+ * NULL). */
+void suspend_set_origin(struct suspend *s, const char *by,
+			const struct pf_caller *caller);
 
 /* A test level other than none makes every attempt a test that ends in
  * success before the backend is asked to sleep. */
@@ -124,22 +125,7 @@ const struct suspend_stats *suspend_get_stats(const struct suspend *s);
 /* Restoring saved statistics (--state-file). */
 void suspend_load_stats(struct suspend *s, const struct suspend_stats *stats);
 
-/* What each file system does when the system sleeps, whoever started the
- * sleep.  sleeping(host) comes when it begins: every request that waits
- * must be answered then, as the kernel's freezer ends every wait with a
- * fake signal; with host TRUE, until resumed() no request may wait at all
- * (a task inside a FUSE request cannot be frozen, and the host's sleep
- * would fail). */
-struct suspend_sleep_hooks {
-	/* TRUE if it answered requests that waited. */
-	gboolean (*sleeping)(gboolean host, gpointer data);
-	void (*resumed)(gpointer data);
-	gpointer data;
-};
-void suspend_add_sleep_hooks(struct suspend *s,
-			     const struct suspend_sleep_hooks *hooks);
-
-/* Between sleeping(TRUE) and resumed(). */
+/* Between PF_EVENT_SLEEPING with host and PF_EVENT_RESUMED. */
 gboolean suspend_host_asleep(const struct suspend *s);
 
 #endif

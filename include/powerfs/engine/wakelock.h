@@ -15,12 +15,15 @@ struct wakelocks *wakelocks_new(struct wakeup_engine *engine,
 				guint gc_seconds);
 void wakelocks_free(struct wakelocks *wls);
 
-/* Lock name (len bytes); timeout_ns 0 = until unlocked.
- * 0, or -ENOSPC when a new name would exceed the limit. */
+/* Lock name (len bytes) for caller (NULL: nobody's write); timeout_ns 0 =
+ * until unlocked.  0 (and PF_EVENT_LOCK), or -ENOSPC when a new name would
+ * exceed the limit. */
 int wakelocks_lock(struct wakelocks *wls, const char *name, gsize len,
-		   guint64 timeout_ns);
-/* 0, or -EINVAL for an unknown name. */
-int wakelocks_unlock(struct wakelocks *wls, const char *name, gsize len);
+		   guint64 timeout_ns, const struct pf_caller *caller);
+/* 0 (PF_EVENT_UNLOCK, then any garbage collection's PF_EVENT_GC), or
+ * -EINVAL for an unknown name. */
+int wakelocks_unlock(struct wakelocks *wls, const char *name, gsize len,
+		     const struct pf_caller *caller);
 
 /* The sysfs listing: active (or inactive) names sorted, space separated. */
 void wakelocks_show(const struct wakelocks *wls, gboolean active,
@@ -31,9 +34,6 @@ guint wakelocks_count(const struct wakelocks *wls);
 /* The lock's source, or NULL if there is no lock of that name. */
 struct wakeup_source *wakelocks_lookup(const struct wakelocks *wls,
 				       const char *name, gsize len);
-
-/* Garbage collections are recorded in j (NULL: none). */
-void wakelocks_set_journal(struct wakelocks *wls, struct journal *j);
 
 /* The locks' sources in the order they were created (for saving them). */
 void wakelocks_foreach(const struct wakelocks *wls, wakeup_source_visit visit,

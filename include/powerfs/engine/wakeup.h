@@ -9,7 +9,7 @@
 
 #include <glib.h>
 #include "powerfs/engine/clock.h"
-#include "powerfs/records/journal.h"
+#include "powerfs/engine/events.h"
 
 struct wakeup_engine;
 struct wakeup_source;
@@ -20,11 +20,15 @@ typedef void (*wakeup_func)(gpointer data);
 struct wakeup_engine *wakeup_engine_new(struct pf_clock *clock);
 void wakeup_engine_free(struct wakeup_engine *engine);
 
+/* Where the engine publishes its events (events.h): the wakeup engine's
+ * own, and those of every engine module built on it. */
+struct pf_events *wakeup_events(struct wakeup_engine *engine);
+
 /* Sources.  The name is copied (len bytes, need not be NUL-terminated). */
 struct wakeup_source *wakeup_source_register(struct wakeup_engine *engine,
 					     const char *name, gsize len);
 /* Relaxes the source, adds its statistics to the "deleted" row, frees it.
- * The change hook is called for it one last time, and then
+ * PF_EVENT_CHANGED is published for it one last time, and then
  * wakeup_source_unregistering() is TRUE. */
 void wakeup_source_unregister(struct wakeup_source *ws);
 gboolean wakeup_source_unregistering(const struct wakeup_source *ws);
@@ -52,9 +56,6 @@ void wakeup_source_event(struct wakeup_source *ws, guint32 msec);
 /* Deactivate if active (counts one registered event). */
 void wakeup_source_relax(struct wakeup_source *ws);
 
-/* Expiries are recorded in j (NULL: none). */
-void wakeup_set_journal(struct wakeup_engine *engine, struct journal *j);
-
 /* Counters and the handshake. */
 guint wakeup_events_in_progress(const struct wakeup_engine *engine);
 /* Stores the registered event count; TRUE if no event is in progress. */
@@ -78,16 +79,6 @@ struct wakeup_waiter *wakeup_wait_idle(struct wakeup_engine *engine,
 				       wakeup_func func, gpointer data);
 void wakeup_cancel_wait(struct wakeup_waiter *waiter);
 
-/* Called synchronously on every event reported on any source, with that
- * source (a wakeup event wakes a sleeping system).  NULL removes the hook. */
-typedef void (*wakeup_event_func)(struct wakeup_source *ws, gpointer data);
-void wakeup_set_event_hook(struct wakeup_engine *engine,
-			   wakeup_event_func func, gpointer data);
-
-/* Called synchronously whenever the number of active sources changes
- * between zero and non-zero.  NULL removes the hook. */
-void wakeup_set_activity_hook(struct wakeup_engine *engine, wakeup_func func,
-			      gpointer data);
 /* What the Android common kernel says of the sources when a wakeup event
  * aborts a suspend (pm_get_active_wakeup_sources()): "Pending Wakeup
  * Sources: " and the active ones' names, each followed by a space, newest
@@ -164,18 +155,9 @@ guint wakeup_get_handshake(const struct wakeup_engine *engine,
 void wakeup_restore_counts(struct wakeup_engine *engine, guint registered,
 			   gboolean armed, guint saved);
 
-/* Called (synchronously) after anything that a saved state would include
- * changed: a source (its state or statistics), or with ws NULL the
- * engine's counters or something other modules keep (they report through
- * wakeup_notify_changed(): suspend_stats, autosleep).  Any number of
- * listeners (the state file, the metrics), called in the order they were
- * added; a listener must not add or remove listeners from its call. */
-typedef void (*wakeup_change_func)(struct wakeup_source *ws, gpointer data);
-void wakeup_add_change_hook(struct wakeup_engine *engine,
-			    wakeup_change_func func, gpointer data);
-/* Removes the listener added with the same func and data. */
-void wakeup_remove_change_hook(struct wakeup_engine *engine,
-			       wakeup_change_func func, gpointer data);
+/* Publishes PF_EVENT_CHANGED: ws (its state or statistics) changed, or,
+ * ws NULL, the engine's counters or something other modules keep
+ * (suspend_stats, autosleep, the settings, the files' owners). */
 void wakeup_notify_changed(struct wakeup_engine *engine,
 			   struct wakeup_source *ws);
 

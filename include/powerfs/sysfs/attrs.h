@@ -13,13 +13,6 @@
 /* The largest write taken as one command (a sysfs page). */
 #define PF_STORE_MAX 4096
 
-/* Who is writing (from the FUSE request). */
-struct pf_caller {
-	pid_t pid;	/* 0 if not visible in powerfs's pid namespace */
-	uid_t uid;
-	gid_t gid;
-};
-
 typedef void (*pf_store_done)(gssize result, gpointer data);
 
 struct pf_attr {
@@ -45,7 +38,7 @@ struct pf_attr {
 			      gsize min_len);
 	void (*skip_rows)(struct power *pw, guint *row, gsize *skip);
 	/* If set, told who read the content show() just made (and the
-	 * read is answered from it): the journal's handshake reads. */
+	 * read is answered from it): wakeup_count's PF_EVENT_COUNT_READ. */
 	void (*read_by)(struct power *pw, const struct pf_caller *caller,
 			const GString *shown);
 	/* If set, st_size is this bound of the content's length rather than

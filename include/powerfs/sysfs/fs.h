@@ -15,7 +15,7 @@ struct pf_fs;
  * pf_session_serve()) from the thread-default main context.  on_unmounted
  * (may be NULL) runs when the kernel ends the connection (fusermount3
  * -u).  When the system sleeps, waiting requests are answered (see
- * suspend_add_sleep_hooks()). */
+ * PF_EVENT_SLEEPING). */
 struct pf_fs *pf_fs_serve(struct power *pw, const struct pf_attr *attrs,
 			  guint n_attrs, int fuse_fd, int session_fd,
 			  const char *mountpoint, gboolean debug,
