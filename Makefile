@@ -27,7 +27,7 @@ PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 
 # Sources by layer (src/LAYER/NAME.c), main.c at the top.
 CORE := engine/clock engine/events engine/wakeup engine/wakeup-reason engine/wakelock engine/suspend engine/autosleep engine/power backends/simulate
-DAEMON := $(CORE) records/journal backends/host-power backends/sysfs backends/logind backends/freeze records/state-file records/metrics sysfs/caps sysfs/attrs transport/loop-hold transport/inflight transport/fuse-session sysfs/fs sysfs/class-wakeup transport/keeper records/log main
+DAEMON := $(CORE) records/journal backends/host-power backends/sysfs backends/logind backends/freeze records/state-file records/metrics sysfs/caps sysfs/attrs sysfs/owners transport/loop-hold transport/inflight transport/fuse-session sysfs/fs sysfs/class-wakeup transport/keeper records/log main
 UNIT_TESTS := test-wakeup test-wakeup-reason test-wakelock test-autosleep test-metrics test-inflight test-session
 
 core_objs = $(patsubst %,$(BUILD)/%.o,$(CORE))
@@ -71,7 +71,7 @@ $(BUILD):
 # class-wakeup.c, fed requests as the kernel sends them (fuzz/fuse-fake.h
 # plays the kernel and libfuse); fuzz-state-file: the state-file loader.
 FUZZERS := fuzz-store fuzz-fs fuzz-class-wakeup fuzz-state-file
-FUZZ_CORE := $(patsubst %,src/%.c,$(CORE) sysfs/caps backends/host-power sysfs/attrs)
+FUZZ_CORE := $(patsubst %,src/%.c,$(CORE) sysfs/caps backends/host-power sysfs/attrs sysfs/owners)
 HEADERS = $(wildcard include/powerfs/*.h include/powerfs/*/*.h)
 FUZZ_LIBS = $(shell pkg-config --libs glib-2.0 gio-2.0 gio-unix-2.0)
 FUZZ_CC = clang $(CPPFLAGS) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \

@@ -50,7 +50,7 @@ static fuse_ino_t pick_inode(struct kernel *k, struct fake_input *in)
 
 static gboolean is_dir(struct kernel *k, fuse_ino_t ino)
 {
-	return S_ISDIR(node_get(k->fs, ino)->mode);
+	return S_ISDIR(node_get(k->fs, ino)->owner->mode);
 }
 
 static void learn(struct kernel *k, fuse_ino_t ino)
@@ -253,7 +253,7 @@ int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 						    PM_STATE_BIT(PM_MEM)),
 		       &opts);
 	attrs = pf_attrs(&n_attrs);
-	k.fs = pf_fs_serve(pw, attrs, n_attrs, -1, -1, "fuzz", FALSE, NULL,
+	k.fs = pf_fs_serve(pw, attrs, n_attrs, NULL, -1, -1, "fuzz", FALSE, NULL,
 			   NULL, NULL);
 	k.inodes[k.n_inodes++] = FUSE_ROOT_ID;
 	while (in.left) {

@@ -772,6 +772,7 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 	const struct pf_attr *attrs;
 	guint n_attrs;
 	struct pf_fs *fs;
+	struct pf_owners *owners;
 	sigset_t handled;
 	int status = 0;
 
@@ -799,8 +800,10 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 	loop = g_main_loop_new(NULL, FALSE);
 	pf_loop_lock_init();
 	attrs = pf_attrs(&n_attrs);
-	fs = pf_fs_serve(pw, attrs, n_attrs, c->fuse_fd, c->session_fd,
-			 mountpoint, opt.debug, quit_on_unmount, loop, &error);
+	owners = pf_owners_new();
+	fs = pf_fs_serve(pw, attrs, n_attrs, owners, c->fuse_fd,
+			 c->session_fd, mountpoint, opt.debug, quit_on_unmount,
+			 loop, &error);
 	if (!fs) {
 		power_free(pw);
 		fail(1, "%s", error->message);
@@ -817,7 +820,7 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 	}
 	if (wakeup_reasons_dir) {
 		attrs = pf_wakeup_reasons_attrs(&n_attrs);
-		wr = pf_fs_serve(pw, attrs, n_attrs, c->wr_fuse_fd,
+		wr = pf_fs_serve(pw, attrs, n_attrs, NULL, c->wr_fuse_fd,
 				 c->wr_session_fd, wakeup_reasons_dir,
 				 opt.debug, NULL, NULL, &error);
 		if (!wr) {
@@ -832,10 +835,10 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 	g_unsetenv("POWERFS_SERVER_CRASHED");
 	/* Before the state file: owners saved by a previous run win. */
 	if (opt.owner)
-		pf_fs_chown_writable(fs, owner_uid, owner_gid);
+		pf_owners_chown_writable(owners, owner_uid, owner_gid);
 	/* Restored before the loop serves the first request. */
 	if (opt.state_file) {
-		sf = state_file_open(opt.state_file, pw, fs);
+		sf = state_file_open(opt.state_file, pw, owners);
 		pf_fs_set_before_reply(fs, (wakeup_func)state_file_flush, sf);
 	}
 	journal_restored(journal);
@@ -894,6 +897,7 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 	pf_class_wakeup_free(cw);
 	pf_fs_free(wr, FALSE);
 	pf_fs_free(fs, FALSE);
+	pf_owners_free(owners);
 	/* Only a dead connection may be looked at: a live one would wait
 	 * for us. */
 	if (ending == UNMOUNTED)

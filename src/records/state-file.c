@@ -84,7 +84,7 @@ struct state_file {
 	char *path;
 	char *tmp_path;
 	struct power *pw;
-	struct pf_fs *fs;
+	struct pf_owners *owners;	/* may be NULL */
 	char boot_id[64];
 	int fd;			/* the log; -1 once broken */
 	char *map;		/* the log, mapped shared: capacity bytes */
@@ -285,7 +285,8 @@ static void append_globals(struct state_file *sf)
 		*st->last_failed_step ? st->last_failed_step : "-"));
 	append_settings(sf);
 	append_reasons(sf);
-	pf_fs_foreach_owner(sf->fs, append_owner, sf);
+	if (sf->owners)
+		pf_owners_foreach(sf->owners, append_owner, sf);
 }
 
 /* --- writing -------------------------------------------------------------- */
@@ -764,12 +765,14 @@ static void restore_owners(struct state_file *sf, struct saved *sv)
 	GHashTableIter it;
 	gpointer path, value;
 
+	if (!sf->owners)
+		return;
 	g_hash_table_iter_init(&it, sv->owners);
 	while (g_hash_table_iter_next(&it, &path, &value)) {
 		guint mode, uid, gid;
 
 		if (sscanf(value, "%o %u %u", &mode, &uid, &gid) == 3 &&
-		    !pf_fs_set_owner(sf->fs, path, mode, uid, gid))
+		    !pf_owners_set(sf->owners, path, mode, uid, gid))
 			g_warning("state file: no file %s here",
 				  (const char *)path);
 	}
@@ -964,14 +967,14 @@ static void read_boot_id(char *out, gsize size)
 }
 
 struct state_file *state_file_open(const char *path, struct power *pw,
-				   struct pf_fs *fs)
+				   struct pf_owners *owners)
 {
 	struct state_file *sf = g_new0(struct state_file, 1);
 
 	sf->path = g_strdup(path);
 	sf->tmp_path = g_strconcat(path, ".tmp", NULL);
 	sf->pw = pw;
-	sf->fs = fs;
+	sf->owners = owners;
 	sf->fd = -1;
 	sf->dirty = g_hash_table_new(g_direct_hash, g_direct_equal);
 	sf->written = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,

@@ -43,6 +43,7 @@
 
 #include "powerfs/sysfs/attrs.h"
 #include "powerfs/sysfs/fs.h"
+#include "powerfs/sysfs/owners.h"
 #include "powerfs/transport/fuse-session.h"
 
 /* The names never change while mounted, and every change of attributes
@@ -85,9 +86,7 @@ struct node {
 	struct node *parent;	/* NULL for the root */
 	fuse_ino_t ino;
 	gboolean absent;	/* not served here (pf_attr_present()) */
-	mode_t mode;
-	uid_t uid;
-	gid_t gid;
+	struct pf_owner *owner;	/* its mode and owner (owners.h) */
 	nlink_t nlink;
 	struct timespec atime, mtime, ctime;
 	/* Times were set since the mount (kernfs keeps an inode's times
@@ -107,6 +106,9 @@ struct pf_fs {
 	struct power *pw;
 	struct pf_session *session;
 	gboolean debug;
+	struct pf_owners *owners;
+	struct pf_owners *own_owners;	/* if the caller gave none */
+	struct pf_owner root_owner;
 	struct node *nodes;	/* the root, then the table's rows */
 	guint n_nodes;
 	GHashTable *by_ino;	/* INO_NAMED numbers -> struct node */
@@ -206,10 +208,10 @@ static void node_stat(struct pf_fs *fs, const struct node *n, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = n->ino;
-	st->st_mode = n->mode;
+	st->st_mode = n->owner->mode;
 	st->st_nlink = n->nlink;
-	st->st_uid = n->uid;
-	st->st_gid = n->gid;
+	st->st_uid = n->owner->uid;
+	st->st_gid = n->owner->gid;
 	if (!n->attr)
 		st->st_size = 0;
 	else if (n->attr->size_bound)
@@ -312,15 +314,17 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	else if (to_set & FUSE_SET_ATTR_SIZE)
 		n->mtime = now;
 	if (to_set & FUSE_SET_ATTR_MODE)
-		n->mode = (n->mode & S_IFMT) | (attr->st_mode & 07777);
+		n->owner->mode = (n->owner->mode & S_IFMT) |
+				 (attr->st_mode & 07777);
 	if (to_set & FUSE_SET_ATTR_UID)
-		n->uid = attr->st_uid;
+		n->owner->uid = attr->st_uid;
 	if (to_set & FUSE_SET_ATTR_GID)
-		n->gid = attr->st_gid;
+		n->owner->gid = attr->st_gid;
 	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
 		      FUSE_SET_ATTR_GID)) {
 		g_info("%s: mode %04o owner %u:%u", node_name(n),
-		       n->mode & 07777, n->uid, n->gid);
+		       n->owner->mode & 07777, n->owner->uid, n->owner->gid);
+		/* The state file keeps it. */
 		wakeup_notify_changed(fs->pw->engine, NULL);
 	}
 	node_stat(fs, n, &st);
@@ -338,7 +342,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	if (S_ISDIR(n->mode)) {
+	if (S_ISDIR(n->owner->mode)) {
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
@@ -840,7 +844,7 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ESTALE);
 		return;
 	}
-	if (!S_ISDIR(dir->mode)) {
+	if (!S_ISDIR(dir->owner->mode)) {
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
@@ -867,7 +871,7 @@ static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		if (pos++ < off)
 			continue;
 		st.st_ino = n->ino;
-		st.st_mode = S_ISDIR(n->mode) ? S_IFDIR : S_IFREG;
+		st.st_mode = S_ISDIR(n->owner->mode) ? S_IFDIR : S_IFREG;
 		need = fuse_add_direntry(req, buf + used, size - used, name,
 					 &st, pos);
 		if (need > size - used)
@@ -921,25 +925,26 @@ static void build_nodes(struct pf_fs *fs, const struct pf_attr *attrs,
 	fs->n_nodes = n_attrs + 1;
 	fs->nodes = g_new0(struct node, fs->n_nodes);
 	fs->by_ino = g_hash_table_new(g_int64_hash, g_int64_equal);
-	fs->nodes[0] = (struct node){ .mode = S_IFDIR | 0755, .nlink = 2,
+	fs->root_owner = (struct pf_owner){ .mode = S_IFDIR | 0755 };
+	fs->nodes[0] = (struct node){ .owner = &fs->root_owner, .nlink = 2,
 				      .ino = FUSE_ROOT_ID, .atime = now,
 				      .mtime = now, .ctime = now };
 	for (guint i = 0; i < n_attrs; i++)
 		fs->nodes[i + 1] = (struct node){
 			.attr = &attrs[i],
 			.parent = &fs->nodes[attrs[i].parent + 1],
-			.mode = attrs[i].mode,
 			.nlink = S_ISDIR(attrs[i].mode) ? 2 : 1,
 			.atime = now, .mtime = now, .ctime = now,
 			.absent = !pf_attr_present(&attrs[i], fs->pw),
 		};
 	for (guint i = 1; i < fs->n_nodes; i++) {
 		struct node *n = &fs->nodes[i];
-		g_autofree char *path = NULL;
+		g_autofree char *path = node_path(fs, n);
 
+		n->owner = pf_owners_add(fs->owners, path, n->attr->mode,
+					 !n->absent);
 		if (n->absent)
 			continue;	/* its number names nothing: ESTALE */
-		path = node_path(fs, n);
 		n->ino = INO_NAMED | (path_hash(path) & INO_HASH_MASK);
 		/* Names are few: a collision is a bug to see at once. */
 		g_assert(!g_hash_table_contains(fs->by_ino, &n->ino));
@@ -948,7 +953,7 @@ static void build_nodes(struct pf_fs *fs, const struct pf_attr *attrs,
 			if (!strcmp(path, legacy_paths[k]))
 				fs->legacy[k] = n;
 		/* A directory's ".." is a link to its parent. */
-		if (S_ISDIR(n->mode))
+		if (S_ISDIR(n->owner->mode))
 			n->parent->nlink++;
 	}
 }
@@ -963,7 +968,8 @@ static struct pf_snapshot *adopt(void *userdata, fuse_ino_t ino)
 }
 
 struct pf_fs *pf_fs_serve(struct power *pw, const struct pf_attr *attrs,
-			  guint n_attrs, int fuse_fd, int session_fd,
+			  guint n_attrs, struct pf_owners *owners,
+			  int fuse_fd, int session_fd,
 			  const char *mountpoint, gboolean debug,
 			  GSourceFunc on_unmounted, gpointer data,
 			  GError **error)
@@ -972,6 +978,9 @@ struct pf_fs *pf_fs_serve(struct power *pw, const struct pf_attr *attrs,
 
 	fs->pw = pw;
 	fs->debug = debug;
+	if (!owners)
+		owners = fs->own_owners = pf_owners_new();
+	fs->owners = owners;
 	g_queue_init(&fs->parked);
 	g_queue_init(&fs->answered);
 	g_queue_init(&fs->interrupted);
@@ -985,6 +994,7 @@ struct pf_fs *pf_fs_serve(struct power *pw, const struct pf_attr *attrs,
 		g_string_free(fs->scratch, TRUE);
 		g_hash_table_unref(fs->by_ino);
 		g_free(fs->nodes);
+		pf_owners_free(fs->own_owners);
 		g_free(fs);
 		return NULL;
 	}
@@ -1002,53 +1012,6 @@ static char *node_path(struct pf_fs *fs, const struct node *n)
 	if (!n->parent->attr)
 		return g_strdup(n->attr->name);
 	return g_strconcat(n->parent->attr->name, "/", n->attr->name, NULL);
-}
-
-void pf_fs_foreach_owner(struct pf_fs *fs, pf_fs_owner_visit visit,
-			 gpointer data)
-{
-	for (guint i = 0; i < fs->n_nodes; i++) {
-		const struct node *n = &fs->nodes[i];
-		g_autofree char *path = NULL;
-
-		if (!n->attr || n->absent)
-			continue;
-		path = node_path(fs, n);
-		visit(path, n->mode & 07777, n->uid, n->gid, data);
-	}
-}
-
-gboolean pf_fs_set_owner(struct pf_fs *fs, const char *path, mode_t mode,
-			 uid_t uid, gid_t gid)
-{
-	for (guint i = 0; i < fs->n_nodes; i++) {
-		struct node *n = &fs->nodes[i];
-		g_autofree char *p = NULL;
-
-		if (!n->attr)
-			continue;
-		p = node_path(fs, n);
-		if (strcmp(p, path))
-			continue;
-		n->mode = (n->mode & S_IFMT) | (mode & 07777);
-		n->uid = uid;
-		n->gid = gid;
-		return TRUE;
-	}
-	return FALSE;
-}
-
-void pf_fs_chown_writable(struct pf_fs *fs, uid_t uid, gid_t gid)
-{
-	for (guint i = 0; i < fs->n_nodes; i++) {
-		struct node *n = &fs->nodes[i];
-
-		if (n->attr && S_ISREG(n->mode) && (n->mode & 0222)) {
-			n->uid = uid;
-			n->gid = gid;
-		}
-	}
-	g_message("writable files owned by %u:%u", uid, gid);
 }
 
 void pf_fs_stop(struct pf_fs *fs)
@@ -1085,5 +1048,6 @@ void pf_fs_free(struct pf_fs *fs, gboolean hand_over)
 	g_string_free(fs->scratch, TRUE);
 	g_hash_table_unref(fs->by_ino);
 	g_free(fs->nodes);
+	pf_owners_free(fs->own_owners);
 	g_free(fs);
 }

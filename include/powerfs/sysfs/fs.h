@@ -7,38 +7,29 @@
 #include <glib.h>
 #include "powerfs/sysfs/attrs.h"
 #include "powerfs/engine/power.h"
+#include "powerfs/sysfs/owners.h"
 
 struct pf_fs;
 
 /* Serves the n_attrs rows of attrs (pf_attrs(), or another directory's
  * table) on the mount whose connection is fuse_fd (session_fd: see
- * pf_session_serve()) from the thread-default main context.  on_unmounted
+ * pf_session_serve()) from the thread-default main context.  The files'
+ * modes and owners are added to owners (NULL: the mount's own, which
+ * nobody saves), which must outlive the mount.  on_unmounted
  * (may be NULL) runs when the kernel ends the connection (fusermount3
  * -u).  When the system sleeps, waiting requests are answered (see
  * PF_EVENT_SLEEPING). */
 struct pf_fs *pf_fs_serve(struct power *pw, const struct pf_attr *attrs,
-			  guint n_attrs, int fuse_fd, int session_fd,
+			  guint n_attrs, struct pf_owners *owners,
+			  int fuse_fd, int session_fd,
 			  const char *mountpoint, gboolean debug,
 			  GSourceFunc on_unmounted, gpointer data,
 			  GError **error);
-
-/* Owners and modes set by chown/chmod, by path ("wake_lock",
- * "suspend_stats/success"), for saving them across a restart. */
-typedef void (*pf_fs_owner_visit)(const char *path, mode_t mode, uid_t uid,
-				  gid_t gid, gpointer data);
-void pf_fs_foreach_owner(struct pf_fs *fs, pf_fs_owner_visit visit,
-			 gpointer data);
-/* FALSE if there is no such file. */
-gboolean pf_fs_set_owner(struct pf_fs *fs, const char *path, mode_t mode,
-			 uid_t uid, gid_t gid);
 
 /* func runs before a write or a setattr is answered (the state file writes
  * what the request changed: a crash after the answer must not lose it). */
 void pf_fs_set_before_reply(struct pf_fs *fs, wakeup_func func,
 			    gpointer data);
-
-/* --owner: give the files that take writes to uid:gid. */
-void pf_fs_chown_writable(struct pf_fs *fs, uid_t uid, gid_t gid);
 
 /* Takes no more requests (at shutdown, before the state is saved). */
 void pf_fs_stop(struct pf_fs *fs);
