@@ -3,7 +3,7 @@
  *
  * A harness includes this, then the server's .c file, and calls the
  * handlers of its fuse_lowlevel_ops as libfuse would.  Here are the libfuse
- * calls those handlers make, and fuse-session.c's open-file registry (the
+ * calls those handlers make, and session.c's open-file registry (the
  * same rules: a handle per open, a record the release frees, a handle never
  * seen adopted as after a restart), without /dev/fuse or a thread.
  *
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "powerfs/transport/fuse-session.h"
+#include "powerfs/transport/session.h"
 
 struct fuse_req {
 	void *userdata;
@@ -223,7 +223,7 @@ size_t fuse_add_direntry(fuse_req_t req, char *buf, size_t bufsize,
 	return need;
 }
 
-/* --- fuse-session.c's open files ------------------------------------------ */
+/* --- session.c's open files ------------------------------------------ */
 
 void pf_session_init_conn(struct fuse_conn_info *conn)
 {

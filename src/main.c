@@ -28,7 +28,7 @@
 
 #include "powerfs/sysfs/class-wakeup.h"
 #include "powerfs/sysfs/fs.h"
-#include "powerfs/transport/fuse-session.h"
+#include "powerfs/transport/session.h"
 #include "powerfs/transport/keeper.h"
 #include "powerfs/records/log.h"
 #include "powerfs/records/journal.h"
@@ -830,7 +830,7 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 			fail(1, "%s", error->message);
 		}
 	}
-	/* Every session has read it (fuse-session.c): not for a keeper
+	/* Every session has read it (session.c): not for a keeper
 	 * this process may become. */
 	g_unsetenv("POWERFS_SERVER_CRASHED");
 	/* Before the state file: owners saved by a previous run win. */

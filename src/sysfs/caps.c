@@ -15,7 +15,7 @@
  *
  * Which task is asked about.  The check runs while powerfs handles the
  * write request, before it answers.  Every write reaches powerfs as a
- * synchronous request of the writing thread (fuse-session.c turns off
+ * synchronous request of the writing thread (session.c turns off
  * asynchronous direct I/O and the writeback cache), and once powerfs has
  * read a request the kernel holds that thread until the answer, even
  * through SIGKILL.  So tid names the writer for the whole check: it cannot

@@ -20,7 +20,7 @@
  * continues where the last one ended served from that snapshot, and no read
  * through the page cache.
  */
-#include "powerfs/transport/fuse-session.h"
+#include "powerfs/transport/session.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /* fs.c - the FUSE side of powerfs: inodes, open files, reads and writes.
  *
- * The low-level libfuse API (fuse-session.c): one request at a time is
+ * The low-level libfuse API (session.c): one request at a time is
  * handled under the loop lock, so the core needs no locks of its own.  A
  * request that must wait (a wakeup_count read while a wakeup source is
  * active, a state write while the system "sleeps") is parked: its fuse_req_t
@@ -44,7 +44,7 @@
 #include "powerfs/sysfs/attrs.h"
 #include "powerfs/sysfs/fs.h"
 #include "powerfs/sysfs/owners.h"
-#include "powerfs/transport/fuse-session.h"
+#include "powerfs/transport/session.h"
 
 /* The names never change while mounted, and every change of attributes
  * comes through a request whose answer carries them, or makes the kernel

@@ -7,7 +7,7 @@
  * the process the user (or systemd) starts mounts, keeps the descriptors,
  * and runs the server as a child, with the descriptors and a session file
  * (a memfd where the server keeps what a successor needs to take the
- * connection over: see fuse-session.c).  When the server crashes, the
+ * connection over: see session.c).  When the server crashes, the
  * keeper starts another at once; on SIGHUP it has the server hand over and
  * executes the binary on disk, itself included (a live upgrade); on
  * SIGTERM or SIGINT it has the server stop, then unmounts.
@@ -39,7 +39,7 @@
 #include <gio/gio.h>
 #include <systemd/sd-daemon.h>
 
-#include "powerfs/transport/fuse-session.h"
+#include "powerfs/transport/session.h"
 #include "powerfs/transport/keeper.h"
 
 /* A server gives up for good after this many crashes this close together. */

@@ -1,4 +1,4 @@
-/* test-session.c - taking a connection over (src/transport/fuse-session.c with
+/* test-session.c - taking a connection over (src/transport/session.c with
  * src/transport/inflight.c), against a fake kernel.
  *
  * The "kernel" is this process: it holds one end of a SOCK_SEQPACKET
@@ -38,7 +38,7 @@
 
 #include <glib-unix.h>
 
-#include "powerfs/transport/fuse-session.h"
+#include "powerfs/transport/session.h"
 
 #define RESEND_BIT (G_GUINT64_CONSTANT(1) << 63)
 #define NOTIFY_RESEND 7

@@ -1,4 +1,4 @@
-/* fuse-session.c - FUSE connections: mounting one, and serving one beside
+/* session.c - FUSE connections: mounting one, and serving one beside
  * the GLib main loop.
  *
  * Mounting and serving are apart because the connection (the /dev/fuse file
@@ -45,7 +45,7 @@
 #include <glib-unix.h>
 #include <linux/fuse.h>
 
-#include "powerfs/transport/fuse-session.h"
+#include "powerfs/transport/session.h"
 #include "powerfs/transport/inflight.h"
 #include "powerfs/transport/loop-hold.h"
 

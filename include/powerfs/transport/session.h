@@ -1,8 +1,8 @@
-/* fuse-session.h - libfuse low-level sessions served beside the GLib main
+/* session.h - libfuse low-level sessions served beside the GLib main
  * loop, shared by the main mount (fs.c) and /sys/class/wakeup
  * (class-wakeup.c). */
-#ifndef POWERFS_FUSE_SESSION_H
-#define POWERFS_FUSE_SESSION_H
+#ifndef POWERFS_SESSION_H
+#define POWERFS_SESSION_H
 
 #define FUSE_USE_VERSION 34
 #include <fuse_lowlevel.h>
@@ -36,7 +36,7 @@ typedef struct pf_snapshot *(*pf_session_adopt_func)(void *userdata,
 /* Serves the connection on fuse_fd (a copy of it) from a thread of its own,
  * under the loop lock.  session_fd (a memfd the keeper holds, or -1) keeps
  * the connection's INIT request: if it holds one, this server takes the
- * connection over (see fuse-session.c).  on_unmounted (may be NULL) runs in
+ * connection over (see session.c).  on_unmounted (may be NULL) runs in
  * the main loop when the kernel ends the connection. */
 struct pf_session *pf_session_serve(const struct fuse_lowlevel_ops *ops,
 				    void *userdata, int fuse_fd,
