@@ -28,6 +28,7 @@
 
 #include "powerfs/sysfs/class-wakeup.h"
 #include "powerfs/sysfs/fs.h"
+#include "powerfs/transport/mount.h"
 #include "powerfs/transport/session.h"
 #include "powerfs/transport/keeper.h"
 #include "powerfs/records/log.h"

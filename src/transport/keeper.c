@@ -39,7 +39,7 @@
 #include <gio/gio.h>
 #include <systemd/sd-daemon.h>
 
-#include "powerfs/transport/session.h"
+#include "powerfs/transport/mount.h"
 #include "powerfs/transport/keeper.h"
 
 /* A server gives up for good after this many crashes this close together. */

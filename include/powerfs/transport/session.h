@@ -4,27 +4,14 @@
 #ifndef POWERFS_SESSION_H
 #define POWERFS_SESSION_H
 
-#define FUSE_USE_VERSION 34
-#include <fuse_lowlevel.h>
 #include <glib.h>
+#include "powerfs/transport/libfuse.h"
 
-struct pf_mount;
 struct pf_session;
 
 /* Call once, from the main thread, before the first session: from then on
  * the main thread holds the loop lock except while the loop polls. */
 void pf_loop_lock_init(void);
-
-/* Mounts with "default_permissions" plus options (may be NULL).  The
- * connection's descriptor is pf_mount_fd(); pf_mount_free() unmounts (if
- * told to) and closes it. */
-struct pf_mount *pf_mount_new(const char *mountpoint, const char *options,
-			      GError **error);
-int pf_mount_fd(const struct pf_mount *m);
-void pf_mount_free(struct pf_mount *m, gboolean unmount);
-/* Lifts whatever is mounted on path (lazily): umount2() as root, else
- * fusermount3 (an argv, no shell). */
-gboolean pf_mount_detach(const char *path);
 
 /* A record for a file that an earlier server opened (its handle is not in
  * this server's table): a g_malloc'ed per-open record whose first member
