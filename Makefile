@@ -64,8 +64,10 @@ $(BUILD):
 	mkdir -p $@
 
 # libFuzzer harnesses (clang), each run with e.g.
-#   build/fuzz/fuzz-store -max_total_time=600 fuzz/corpus
-#   build/fuzz/fuzz-fs -max_total_time=600 fuzz/corpus-fs
+#   mkdir -p build/fuzz/corpus-fs
+#   build/fuzz/fuzz-fs -max_total_time=600 build/fuzz/corpus-fs fuzz/corpus-fs
+# libFuzzer writes what it finds into the first directory (under build/),
+# and reads the committed corpus from the others.
 # fuzz-store: every store and show handler of the attribute table;
 # fuzz-fs, fuzz-class-wakeup: the request handlers of fs.c and
 # class-wakeup.c, fed requests as the kernel sends them (fuzz/fuse-fake.h
