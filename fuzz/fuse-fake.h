@@ -3,7 +3,7 @@
  *
  * A harness includes this, then the server's .c file, and calls the
  * handlers of its fuse_lowlevel_ops as libfuse would.  Here are the libfuse
- * calls those handlers make, and session.c's open-file registry (the
+ * calls those handlers make, and open-files.c's registry (the
  * same rules: a handle per open, a record the release frees, a handle never
  * seen adopted as after a restart), without /dev/fuse or a thread.
  *
@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "powerfs/transport/open-files.h"
+#include "powerfs/transport/refuse.h"
 #include "powerfs/transport/session.h"
 
 struct fuse_req {
@@ -223,14 +225,14 @@ size_t fuse_add_direntry(fuse_req_t req, char *buf, size_t bufsize,
 	return need;
 }
 
-/* --- session.c's open files ------------------------------------------ */
+/* --- open-files.c ------------------------------------------ */
 
 void pf_session_init_conn(struct fuse_conn_info *conn)
 {
 	(void)conn;
 }
 
-void pf_session_refuse_changes(struct fuse_lowlevel_ops *ops)
+void pf_refuse_changes(struct fuse_lowlevel_ops *ops)
 {
 	(void)ops;
 }

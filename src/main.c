@@ -29,6 +29,7 @@
 #include "powerfs/sysfs/class-wakeup.h"
 #include "powerfs/sysfs/fs.h"
 #include "powerfs/transport/mount.h"
+#include "powerfs/transport/loop-lock.h"
 #include "powerfs/transport/session.h"
 #include "powerfs/transport/keeper.h"
 #include "powerfs/records/log.h"
@@ -831,7 +832,7 @@ static int serve(const char *mountpoint, const char *class_wakeup_dir,
 			fail(1, "%s", error->message);
 		}
 	}
-	/* Every session has read it (session.c): not for a keeper
+	/* Every session has read it (session.c, pf_session_serve()): not for a keeper
 	 * this process may become. */
 	g_unsetenv("POWERFS_SERVER_CRASHED");
 	/* Before the state file: owners saved by a previous run win. */

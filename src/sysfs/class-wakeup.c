@@ -20,6 +20,8 @@
  * continues where the last one ended served from that snapshot, and no read
  * through the page cache.
  */
+#include "powerfs/transport/open-files.h"
+#include "powerfs/transport/refuse.h"
 #include "powerfs/transport/session.h"
 
 #include <errno.h>
@@ -457,7 +459,7 @@ static void cw_init(void *userdata, struct fuse_conn_info *conn)
 }
 
 /* The tree is the engine's: nothing can be created, removed or renamed
- * (pf_session_refuse_changes() fills those in). */
+ * (pf_refuse_changes() fills those in). */
 static struct fuse_lowlevel_ops cw_ops = {
 	.init = cw_init,
 	.lookup = cw_lookup,
@@ -495,7 +497,7 @@ struct pf_class_wakeup *pf_class_wakeup_serve(struct wakeup_engine *engine,
 
 	cw->engine = engine;
 	clock_gettime(CLOCK_REALTIME, &cw->mounted_at);
-	pf_session_refuse_changes(&cw_ops);
+	pf_refuse_changes(&cw_ops);
 	/* Its end leaves the main loop running: the main mount goes on. */
 	cw->session = pf_session_serve(&cw_ops, cw, fuse_fd, session_fd,
 				       mountpoint, adopt, NULL, NULL, error);

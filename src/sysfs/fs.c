@@ -44,6 +44,8 @@
 #include "powerfs/sysfs/attrs.h"
 #include "powerfs/sysfs/fs.h"
 #include "powerfs/sysfs/owners.h"
+#include "powerfs/transport/open-files.h"
+#include "powerfs/transport/refuse.h"
 #include "powerfs/transport/session.h"
 
 /* The names never change while mounted, and every change of attributes
@@ -891,7 +893,7 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	pf_session_init_conn(conn);
 }
 
-/* The set of files is fixed: pf_session_refuse_changes() fills in the
+/* The set of files is fixed: pf_refuse_changes() fills in the
  * handlers that would create, remove or rename. */
 static struct fuse_lowlevel_ops fs_ops = {
 	.init = fs_init,
@@ -986,7 +988,7 @@ struct pf_fs *pf_fs_serve(struct power *pw, const struct pf_attr *attrs,
 	g_queue_init(&fs->interrupted);
 	fs->scratch = g_string_sized_new(4096);
 	build_nodes(fs, attrs, n_attrs);
-	pf_session_refuse_changes(&fs_ops);
+	pf_refuse_changes(&fs_ops);
 	fs->session = pf_session_serve(&fs_ops, fs, fuse_fd, session_fd,
 				       mountpoint, adopt, on_unmounted, data,
 				       error);

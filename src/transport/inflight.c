@@ -26,7 +26,7 @@
  * releases), a wake lock taken or released again (one more event counted),
  * autosleep, wakeup_count and the modes; a state write is refused then
  * (fs.c), not run twice.  The successor processes all of them before any
- * new request (session.c), so a copy processed again never undoes what
+ * new request (take-over.c), so a copy processed again never undoes what
  * a later request did.  And the kernel sends an INTERRUPT once: when one
  * is read, the request it names is marked in its slot, and a successor
  * answers that request EINTR instead of processing it again.
@@ -38,7 +38,7 @@
  * themselves.  The header records, per reader, the id of the last request
  * its code saw; a buffer holding another one holds a request that was read
  * and never seen, which a successor processes too.  An INIT there is the
- * connection's: its first server died before it saved it (session.c),
+ * connection's: its first server died before it saved it (take-over.c),
  * whether or not its code saw it.
  *
  * On every kernel the header also names the request being processed (with
@@ -167,7 +167,7 @@ static gsize header_bytes(gsize page)
 }
 
 /* Requests the kernel expects no answer to, or that are kept elsewhere
- * (INIT, session.c). */
+ * (INIT, take-over.c). */
 static gboolean answered_later(guint32 opcode)
 {
 	switch (opcode) {

@@ -7,7 +7,7 @@
  * the process the user (or systemd) starts mounts, keeps the descriptors,
  * and runs the server as a child, with the descriptors and a session file
  * (a memfd where the server keeps what a successor needs to take the
- * connection over: see session.c).  When the server crashes, the
+ * connection over: see take-over.c).  When the server crashes, the
  * keeper starts another at once; on SIGHUP it has the server hand over and
  * executes the binary on disk, itself included (a live upgrade); on
  * SIGTERM or SIGINT it has the server stop, then unmounts.

@@ -1,7 +1,7 @@
 /* loop-hold.c - how long requests hold the loop lock, logged with --debug.
  *
  * Every request, and every dispatch of the main loop, runs under one lock
- * (session.c), so the longest hold is what any other caller may wait
+ * (loop-lock.c), so the longest hold is what any other caller may wait
  * for on top of the CPU.  A client's latency mixes the two; this measures
  * the hold alone.  Holds go into histograms (10 us buckets up to 20 ms),
  * one per kind of request, and once a second of holds a debug line gives

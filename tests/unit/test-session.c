@@ -1,5 +1,5 @@
-/* test-session.c - taking a connection over (src/transport/session.c with
- * src/transport/inflight.c), against a fake kernel.
+/* test-session.c - taking a connection over (src/transport/take-over.c,
+ * readers.c and inflight.c), against a fake kernel.
  *
  * The "kernel" is this process: it holds one end of a SOCK_SEQPACKET
  * socket pair, which keeps message boundaries as /dev/fuse does, and the
@@ -38,6 +38,7 @@
 
 #include <glib-unix.h>
 
+#include "powerfs/transport/loop-lock.h"
 #include "powerfs/transport/session.h"
 
 #define RESEND_BIT (G_GUINT64_CONSTANT(1) << 63)
@@ -119,7 +120,7 @@ static gint slow_first_poll(GPollFD *fds, guint nfds, gint timeout)
 	return real_poll(fds, nfds, timeout);
 }
 
-/* The server dies at its first pwrite(2): in save_init(), just after the
+/* The server dies at its first pwrite(2): in pf_session_save_init(), just after the
  * reader read the INIT request. */
 static void die_at_first_pwrite(void)
 {
