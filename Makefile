@@ -27,7 +27,7 @@ PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 
 # Sources by layer (src/LAYER/NAME.c), main.c at the top.
 CORE := engine/clock engine/events engine/wakeup engine/wakeup-reason engine/wakelock engine/suspend engine/autosleep engine/power backends/simulate
-DAEMON := $(CORE) records/journal backends/host-power backends/sysfs backends/logind backends/freeze records/state-file records/metrics sysfs/caps sysfs/attrs sysfs/owners transport/loop-hold transport/inflight transport/mount transport/loop-lock transport/readers transport/take-over transport/open-files transport/refuse transport/session sysfs/fs sysfs/class-wakeup transport/keeper records/log main
+DAEMON := $(CORE) records/journal backends/host-power backends/sysfs backends/logind backends/freeze records/state-file records/metrics sysfs/caps sysfs/attrs sysfs/owners transport/loop-hold transport/inflight transport/mount transport/loop-lock transport/readers transport/take-over transport/open-files transport/refuse transport/session sysfs/fs sysfs/class-wakeup transport/keeper records/log status config server keeper-role main
 UNIT_TESTS := test-wakeup test-wakeup-reason test-wakelock test-autosleep test-metrics test-inflight test-session
 
 core_objs = $(patsubst %,$(BUILD)/%.o,$(CORE))

@@ -866,7 +866,7 @@ static void apply(struct state_file *sf, struct saved *sv)
 }
 
 /* The file as it is, or NULL (and why).  Not through a symbolic link, and
- * not a FIFO (main.c refuses those at start, but the file may change). */
+ * not a FIFO (config.c refuses those at start, but the file may change). */
 static char *read_log(const char *path, gsize *len, GError **error)
 {
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);

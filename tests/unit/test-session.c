@@ -38,6 +38,7 @@
 
 #include <glib-unix.h>
 
+#include "powerfs/transport/open-files.h"
 #include "powerfs/transport/loop-lock.h"
 #include "powerfs/transport/session.h"
 

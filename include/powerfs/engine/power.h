@@ -1,6 +1,6 @@
 /* power.h - one powerfs instance's power-management core, wired together:
  * the engine, the user wake locks, the suspend path and autosleep.  The
- * attribute handlers (attrs.c) operate on it; main.c builds it.
+ * attribute handlers (attrs.c) operate on it; server.c builds it.
  */
 #ifndef POWERFS_POWER_H
 #define POWERFS_POWER_H

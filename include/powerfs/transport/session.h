@@ -6,9 +6,9 @@
 
 #include <glib.h>
 #include "powerfs/transport/libfuse.h"
-#include "powerfs/transport/open-files.h"
 
 struct pf_session;
+struct pf_snapshot;
 
 /* A record for a file that an earlier server opened (its handle is not in
  * this server's table): a g_malloc'ed per-open record whose first member
