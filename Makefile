@@ -101,8 +101,35 @@ unit: $(patsubst %,$(BUILD)/%,$(UNIT_TESTS))
 # The README's test command.  Runs the unit tests, then the black-box suite on
 # real mounts (as root).
 check: deps
+	$(MAKE) check-layers lint analyze
 	$(MAKE) $(BUILD)/powerfs powerfs-report unit
 	POWERFS=$(CURDIR)/$(BUILD)/powerfs $(PYTHON) -m pytest -q tests
+
+# The layers of src/ and include/powerfs/: who may include whom, and no
+# include cycle (the rules are in the script).
+check-layers:
+	$(PYTHON) scripts/check-layers
+
+# Shell and Python linters (scripts/install-deps.sh installs them).
+SHELL_SCRIPTS := scripts/check-under-load scripts/install-deps.sh \
+	scripts/powerfs-container scripts/valgrind-check scripts/vm/build-image \
+	scripts/vm/guest/boot.sh scripts/vm/guest/sleep-hook
+PYTHON_SCRIPTS := tests src/powerfs-report.py scripts/check-layers \
+	scripts/adversary scripts/bench scripts/bench-freeze scripts/bench-open \
+	scripts/bench-state-file scripts/crash-stress scripts/gen-journal \
+	scripts/vm/guest/checks.py scripts/vm/guest/crash-stress scripts/vm/run
+lint:
+	shellcheck $(SHELL_SCRIPTS)
+	pyflakes3 $(PYTHON_SCRIPTS)
+
+# GCC's static analyzer over every source file: no finding, or one
+# silenced where it is found with the reason beside it.
+analyze:
+	@for f in $(patsubst %,src/%.c,$(DAEMON)); do \
+		echo "analyze $$f"; \
+		$(CC) $(CPPFLAGS) $(WARN) -O0 -fanalyzer $(PKG_CFLAGS) \
+			-c -o /dev/null $$f || exit 1; \
+	done
 
 # The real-system test: a Debian 12 VM (qemu, software emulation) with systemd,
 # logind, D-Bus and polkit that really suspends; the host never sleeps.  Builds
@@ -134,5 +161,5 @@ install: powerfs powerfs-report
 clean:
 	rm -rf build powerfs powerfs-report
 
-.PHONY: all deps unit check check-vm run install clean powerfs fuzz
+.PHONY: all deps unit check check-layers lint analyze check-vm run install clean powerfs fuzz
 -include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d)

@@ -865,9 +865,11 @@ static void apply(struct state_file *sf, struct saved *sv)
 		  sv->armed ? "armed" : "not armed", sv->dropped, refused);
 }
 
-/* The file as it is, or NULL (and why).  Not through a symbolic link, and
- * not a FIFO (config.c refuses those at start, but the file may change). */
-static char *read_log(const char *path, gsize *len, GError **error)
+/* The file as it is, in *text, or FALSE (and why).  Not through a symbolic
+ * link, and not a FIFO (config.c refuses those at start, but the file may
+ * change). */
+static gboolean read_log(const char *path, char **contents, gsize *len,
+			 GError **error)
 {
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	g_autoptr(GString) text = g_string_new(NULL);
@@ -878,19 +880,20 @@ static char *read_log(const char *path, gsize *len, GError **error)
 	if (fd < 0) {
 		g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno),
 			    "%s", g_strerror(errno));
-		return NULL;
+		return FALSE;
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
 		g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
 			    "not a regular file");
-		return NULL;
+		return FALSE;
 	}
 	while ((n = read(fd, buf, sizeof(buf))) > 0)
 		pf_string_append_len(text, buf, n);
 	close(fd);
 	*len = text->len;
-	return g_string_free(g_steal_pointer(&text), FALSE);
+	*contents = g_string_free(g_steal_pointer(&text), FALSE);
+	return TRUE;
 }
 
 static void restore(struct state_file *sf)
@@ -903,8 +906,7 @@ static void restore(struct state_file *sf)
 	gint64 now = pf_clock_now(sf->pw->clock);
 	gsize len = 0;
 
-	text = read_log(sf->path, &len, &error);
-	if (!text) {
+	if (!read_log(sf->path, &text, &len, &error)) {
 		if (g_error_matches(error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
 			g_message("state file %s: none yet, starting clean",
 				  sf->path);
