@@ -102,8 +102,13 @@ unit: $(patsubst %,$(BUILD)/%,$(UNIT_TESTS))
 # real mounts (as root).
 check: deps
 	$(MAKE) check-layers lint analyze
-	$(MAKE) $(BUILD)/powerfs powerfs-report unit
+	$(MAKE) $(BUILD)/powerfs powerfs-report unit check-names
 	POWERFS=$(CURDIR)/$(BUILD)/powerfs $(PYTHON) -m pytest -q tests
+
+# The naming rule of include/powerfs/README, over the names the objects
+# export.
+check-names: $(BUILD)/powerfs
+	$(PYTHON) scripts/check-names $(BUILD) $(daemon_objs)
 
 # The layers of src/ and include/powerfs/: who may include whom, and no
 # include cycle (the rules are in the script).
@@ -115,6 +120,7 @@ SHELL_SCRIPTS := scripts/check-under-load scripts/install-deps.sh \
 	scripts/powerfs-container scripts/valgrind-check scripts/vm/build-image \
 	scripts/vm/guest/boot.sh scripts/vm/guest/sleep-hook
 PYTHON_SCRIPTS := tests src/powerfs-report.py scripts/check-layers \
+	scripts/check-names \
 	scripts/adversary scripts/bench scripts/bench-freeze scripts/bench-open \
 	scripts/bench-state-file scripts/crash-stress scripts/gen-journal \
 	scripts/vm/guest/checks.py scripts/vm/guest/crash-stress scripts/vm/run
@@ -161,5 +167,5 @@ install: powerfs powerfs-report
 clean:
 	rm -rf build powerfs powerfs-report
 
-.PHONY: all deps unit check check-layers lint analyze check-vm run install clean powerfs fuzz
+.PHONY: all deps unit check check-layers check-names lint analyze check-vm run install clean powerfs fuzz
 -include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d)

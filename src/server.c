@@ -255,7 +255,7 @@ static void serve_mounts(struct server *sv, const char *mountpoint,
 		}
 	}
 	if (wakeup_reasons_dir) {
-		attrs = pf_wakeup_reasons_attrs(&n_attrs);
+		attrs = pf_attrs_wakeup_reasons(&n_attrs);
 		sv->wr = pf_fs_serve(sv->pw, attrs, n_attrs, NULL,
 				     c->wr_fuse_fd, c->wr_session_fd,
 				     wakeup_reasons_dir, config.debug, NULL,

@@ -92,8 +92,8 @@ static gboolean may_block_suspend(struct power *pw,
 				  const struct pf_caller *caller)
 {
 	return !pw->check_capability ||
-	       pf_caller_capable(caller->pid, caller->uid, CAP_BLOCK_SUSPEND,
-				 pw->trusted_userns_owners);
+	       pf_caps_caller_capable(caller->pid, caller->uid,
+				      CAP_BLOCK_SUSPEND, pw->trusted_userns_owners);
 }
 
 /* Stores that change the power state run under the transition lock. */
@@ -170,7 +170,7 @@ static gboolean locked_store_for(gpointer ls, gpointer data)
 /* The kernel waits for its transition lock interruptibly in state and
  * wakeup_count writes (mutex_lock_interruptible()): a writer still queued
  * for it may give up. */
-gboolean pf_store_cancel(struct power *pw, gpointer data)
+gboolean pf_attrs_store_cancel(struct power *pw, gpointer data)
 {
 	gpointer ls;
 
@@ -181,7 +181,8 @@ gboolean pf_store_cancel(struct power *pw, gpointer data)
 	return TRUE;
 }
 
-gboolean pf_store_interrupted(struct power *pw, gpointer data, pid_t pid)
+gboolean pf_attrs_store_interrupted(struct power *pw, gpointer data,
+				    pid_t pid)
 {
 	return suspend_writer_frozen(pw->suspend, locked_store_for, data, pid);
 }
@@ -740,7 +741,7 @@ static const struct pf_attr wakeup_reasons_attrs[] = {
 	  .show = last_suspend_time_show },
 };
 
-const struct pf_attr *pf_wakeup_reasons_attrs(guint *n_attrs)
+const struct pf_attr *pf_attrs_wakeup_reasons(guint *n_attrs)
 {
 	*n_attrs = G_N_ELEMENTS(wakeup_reasons_attrs);
 	return wakeup_reasons_attrs;

@@ -163,8 +163,8 @@ static void remember_own_namespace(pid_t tid, gint64 now)
 	g_hash_table_insert(own_ns_until, GINT_TO_POINTER(tid), value);
 }
 
-gboolean pf_caller_capable(pid_t tid, uid_t uid, int cap,
-			   const GArray *trusted_owners)
+gboolean pf_caps_caller_capable(pid_t tid, uid_t uid, int cap,
+				const GArray *trusted_owners)
 {
 	static gsize found;
 	struct __user_cap_header_struct hdr = {

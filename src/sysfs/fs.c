@@ -653,7 +653,7 @@ static void answer_write_early(struct pf_fs *fs, struct parked *p,
  * err; FALSE if it cannot be. */
 static gboolean cancel_write(struct pf_fs *fs, struct parked *p, int err)
 {
-	if (!pf_store_cancel(fs->pw, p))
+	if (!pf_attrs_store_cancel(fs->pw, p))
 		return FALSE;
 	g_queue_unlink(&fs->parked, &p->link);
 	fuse_reply_err(p->req, err);
@@ -728,8 +728,8 @@ static void parked_write_interrupted(fuse_req_t req, void *data)
 
 	if (!p->req)
 		return;
-	if (!pf_store_cancel(fs->pw, p)) {
-		if (!pf_store_interrupted(fs->pw, p, pid))
+	if (!pf_attrs_store_cancel(fs->pw, p)) {
+		if (!pf_attrs_store_interrupted(fs->pw, p, pid))
 			return;
 		g_info("write interrupted by the freezer of its sleep: "
 		       "answered now (pid %d)", (int)pid);

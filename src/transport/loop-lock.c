@@ -38,12 +38,12 @@ void pf_loop_lock_init(void)
 	g_main_context_set_poll_func(NULL, poll_unlocked);
 }
 
-void pf_loop_lock(void)
+void pf_loop_lock_take(void)
 {
 	g_mutex_lock(&loop_lock);
 }
 
-void pf_loop_unlock(void)
+void pf_loop_lock_release(void)
 {
 	g_mutex_unlock(&loop_lock);
 }

@@ -134,7 +134,7 @@ static void *serve(void *data)
 		if (res <= 0 || fuse_session_exited(ps->se))
 			break;
 		pf_session_save_init(ps, &r->buf, res);
-		pf_loop_lock();
+		pf_loop_lock_take();
 		held_since = pf_loop_hold_start();
 		pf_session_process(ps, &r->buf, res);
 		if (reads_init) {
@@ -145,7 +145,7 @@ static void *serve(void *data)
 			pf_session_open_gate(ps);
 		}
 		pf_loop_hold_end(held_since, request_opcode(&r->buf, res));
-		pf_loop_unlock();
+		pf_loop_lock_release();
 	}
 	if (res < 0 && res != -EINTR)
 		g_warning("reading /dev/fuse: %s", g_strerror(-res));

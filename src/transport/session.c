@@ -99,9 +99,9 @@ struct pf_session *pf_session_serve(const struct fuse_lowlevel_ops *ops,
 		/* Readers that started may be processing: let them finish
 		 * (the caller holds the loop lock). */
 		fuse_session_exit(ps->se);
-		pf_loop_unlock();
+		pf_loop_lock_release();
 		pf_session_stop_readers(ps);
-		pf_loop_lock();
+		pf_loop_lock_take();
 		while (g_idle_remove_by_data(ps))
 			;
 		goto fail;
@@ -121,9 +121,9 @@ void pf_session_stop(struct pf_session *ps)
 	fuse_session_exit(ps->se);
 	/* Let requests in progress finish and stop the readers where they
 	 * wait for the next one. */
-	pf_loop_unlock();
+	pf_loop_lock_release();
 	pf_session_stop_readers(ps);
-	pf_loop_lock();
+	pf_loop_lock_take();
 }
 
 void pf_session_free(struct pf_session *ps)

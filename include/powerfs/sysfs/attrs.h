@@ -74,16 +74,17 @@ int pf_attr_show(const struct pf_attr *attr, struct power *pw,
 /* The writer of a store that returned PF_PENDING was interrupted: TRUE if
  * the store was only waiting for its turn and is now dropped (done will
  * not be called: answer EINTR), FALSE if it runs already. */
-gboolean pf_store_cancel(struct power *pw, gpointer data);
+gboolean pf_attrs_store_cancel(struct power *pw, gpointer data);
 /* The writer (pid) of a store that runs already was interrupted: TRUE if
  * its answer, the full length, is to be given now (a state write whose
  * sleep freezes the writer: see backend_ops.freezes); done is still
  * called later, and that answer is dropped. */
-gboolean pf_store_interrupted(struct power *pw, gpointer data, pid_t pid);
+gboolean pf_attrs_store_interrupted(struct power *pw, gpointer data,
+				    pid_t pid);
 
 /* The table; row i is served as inode i + 2 (1 is the root). */
 const struct pf_attr *pf_attrs(guint *n_attrs);
 /* The Android common kernel's /sys/kernel/wakeup_reasons. */
-const struct pf_attr *pf_wakeup_reasons_attrs(guint *n_attrs);
+const struct pf_attr *pf_attrs_wakeup_reasons(guint *n_attrs);
 
 #endif

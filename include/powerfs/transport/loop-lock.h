@@ -6,7 +6,8 @@
 /* Call once, from the main thread, before the first session: from then on
  * the main thread holds the loop lock except while the loop polls. */
 void pf_loop_lock_init(void);
-void pf_loop_lock(void);
-void pf_loop_unlock(void);
+/* Taken and released by a thread that processes a request. */
+void pf_loop_lock_take(void);
+void pf_loop_lock_release(void);
 
 #endif
