@@ -48,10 +48,10 @@
 /* The clocks drift apart by less than this unless the host slept. */
 #define SLEPT_US (10 * 1000)
 /* How long the callers answered as the sleep begins get to come back and
- * be answered again before the write starts the freeze.  A Python reader
- * in the development VM (software emulation) once came back too late after
- * the kernel's sync alone: its read hung the freeze for 20 s
- * (make check-vm, b-readers-sysfs-held). */
+ * be answered again before the write starts the freeze: long enough for a
+ * reader on a slow (emulated) machine to come back after the kernel's
+ * sync, as one that came back during the freeze would hang it (make
+ * check-vm, b-readers-sysfs-held, checks this). */
 #define SETTLE_US (100 * 1000)
 
 struct sysfs_backend {

@@ -17,8 +17,8 @@
 #define GC_EVERY 100
 /* Locks destroyed in one go.  The kernel collects in a work item; here a
  * collection runs in the unlock's request, under the loop lock, and with
- * --wakelock-limit=0 it can meet tens of thousands of idle locks (20,000
- * took 6 ms).  Past this many, the rest is collected from the main loop,
+ * --wakelock-limit=0 it can meet tens of thousands of idle locks.  Past
+ * this many, the rest is collected from the main loop,
  * a batch at a time, so no request or dispatch holds the loop long. */
 #define GC_BATCH 1024
 

@@ -108,7 +108,7 @@ struct journal {
 	gboolean closing;
 	GThread *writer;
 
-	/* The writer's own. */
+	/* Touched by the writer thread only. */
 	int fd;
 	guint64 size;
 	gboolean broken;	/* a write failed: said once */

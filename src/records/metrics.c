@@ -12,7 +12,7 @@
  * boot's (powerfs starts clean on a new boot, as the kernel does) and the
  * file is written afresh at every start, so a crash of the whole system
  * costs nothing that matters.  An fsync would force every version to the
- * disk, megabytes at 10,000 sources, on the machines that care most about
+ * disk, megabytes with many thousands of sources, on the machines that care most about
  * power; without it a version replaced before writeback never reaches it.
  *
  * It is written when something changed and at most every MIN_INTERVAL_US:
@@ -98,7 +98,8 @@ static const char *const steps[] = {
 	"resume_noirq", "resume_early", "resume",
 };
 
-/* By hand: a printf per sample was most of the cost at 10,000 sources. */
+/* By hand: a printf per sample would be most of the cost with many
+ * sources. */
 static void append_uint(GString *out, guint64 v)
 {
 	char buf[24];
@@ -222,7 +223,7 @@ static void append_value(GString *out, const struct family *f,
 }
 
 /* One allocation for the whole text, at most a little too big: grown by
- * doubling, 6 MB at 10,000 sources would pass through 4 + 8 MB. */
+ * doubling, a large text would pass through buffers of twice its size. */
 static void reserve(GString *out, const struct rows *r)
 {
 	gsize len = out->len, need = 4096;

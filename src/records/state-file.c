@@ -20,9 +20,9 @@
  * (/proc/sys/kernel/random/boot_id).
  *
  * Why a shared mapping, not write(2): appending a line is then a memcpy,
- * no system call, where a write(2) per request cost a third of the
- * syscalls of a lock or unlock (a read of the request, a write of the
- * reply, a write of the line) and about 5 us each.  A store to a
+ * no system call, where a write(2) per request would add a third to the
+ * system calls of a lock or unlock (a read of the request, a write of the
+ * reply, a write of the line).  A store to a
  * MAP_SHARED mapping of a file lands in the very page of the page cache
  * that read(2) and writeback see, at once: a powerfs killed right after
  * its memcpy loses nothing that a returned write(2) would have kept, and
@@ -70,12 +70,11 @@
 
 #define FORMAT 2
 #define COMPACT_FACTOR 4
-/* A lock+unlock pair adds two lock lines and a counts line: about 150
- * bytes for a short name, 520 for a 100-byte one (bench-state-file).  So
- * 256 KiB holds 500 to 1,700 pairs of churn between compactions (a new
- * file, its blocks, a rename), four times what 64 KiB held; with the log
- * on ext4 that took the server's CPU per pair from 12.4 to 11.9 us (21
- * alternating rounds). */
+/* A lock+unlock pair adds two lock lines and a counts line, a few hundred
+ * bytes.  The file is compacted (a new file, its blocks, a rename) when
+ * the log outgrows COMPACT_FACTOR times the state and at least
+ * COMPACT_MIN: large enough that compactions stay rare under churn
+ * (scripts/bench-state-file weighs it). */
 #define COMPACT_MIN (256 * 1024)
 /* A name comes from one write: at most a page. */
 #define NAME_MAX_BYTES 4096
@@ -92,7 +91,7 @@ struct state_file {
 	gsize log_bytes;	/* its lines: the padding starts there */
 	/* The sources that changed since the last flush: the first in
 	 * dirty_one, any others in dirty.  A request changes one source, and
-	 * a set for it cost about as much as its line (callgrind). */
+	 * a hash set for it would cost about as much as writing its line. */
 	struct wakeup_source *dirty_one;
 	GHashTable *dirty;
 	gboolean counts_dirty;	/* a source changed: the counters moved */
@@ -106,7 +105,7 @@ struct state_file {
 
 /* --- lines ---------------------------------------------------------------- */
 
-/* prefix, then name in hex. */
+/* Appends prefix, then name as hex digits (a name may hold any byte). */
 static void append_hex(GString *out, const char *prefix, const char *name)
 {
 	static const char digits[] = "0123456789abcdef";
@@ -660,7 +659,10 @@ static gboolean parse_stats(char **f, struct saved *sv)
 	return TRUE;
 }
 
-/* One line of the log; FALSE if a value is out of range (dropped). */
+/* One line of the log; FALSE if a value is out of range (dropped).  One
+ * branch per kind of line, in the order the format is described at the top
+ * of this file: longer than 80 lines so that the whole grammar reads in one
+ * place. */
 static gboolean parse_line(struct saved *sv, char *line, guint64 lineno,
 			   gint64 now)
 {

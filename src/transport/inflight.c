@@ -491,7 +491,8 @@ static void init_header(struct pf_inflight *in, guint32 max_write)
 	h->max_write = max_write;
 	h->read_bytes = (guint32)in->read_bytes;
 	h->slot_bytes = (guint32)in->slot_bytes;
-	/* Last: a half-written header is not ours. */
+	/* The magic last: a header a crash cut short has none, and is not
+	 * taken for ours. */
 	memcpy(h->magic, MAGIC, sizeof(h->magic));
 }
 
@@ -592,7 +593,8 @@ void *pf_inflight_read_buffer(struct pf_inflight *in, guint reader,
 	return in->readers + (gsize)reader * in->read_bytes;
 }
 
-/* The read buffer buf is, or -1. */
+/* Which reader's buffer in the session file buf is (its index), or -1 if
+ * buf is none of them (a buffer libfuse allocated itself). */
 static gint reader_of(const struct pf_inflight *in, const void *buf)
 {
 	gsize off = (gsize)((const char *)buf - in->readers);

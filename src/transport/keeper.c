@@ -475,6 +475,10 @@ static int next_signal(struct keeper *k, int sfd, const sigset_t *set,
 	return 0;
 }
 
+/* The keeper's loop, in one function so that its steps read in the order
+ * of the protocol described at the top of this file (start a server, wait
+ * for its verdict and for signals, restart it or hand over, release): it
+ * is longer than 80 lines for that reason. */
 int keeper_run(const struct keeper_config *cfg)
 {
 	struct keeper k = { .cfg = cfg, .ready_fd = -1 };

@@ -7,8 +7,8 @@
  * one per kind of request, and once a second of holds a debug line gives
  * each kind's count, median, 99th percentile and maximum:
  *
- *   loop hold 1.00 s: read n=812 p50 0.45 p99 0.62 max 0.71 ms
- *   (cpu p99 0.60 max 0.66 ms); ...
+ *   loop hold S s: KIND n=N p50 MS p99 MS max MS ms
+ *   (cpu p99 MS max MS ms); ...
  *
  * Each figure comes twice: wall time, and the holding thread's CPU time
  * (CLOCK_THREAD_CPUTIME_ID) in the hold, since on a busy machine a thread

@@ -16,15 +16,12 @@
 #define PF_UNIQUE_RESEND (G_GUINT64_CONSTANT(1) << 63)
 
 /* Readers per mount.  More than one lets a reader wait in read(2) while
- * another processes, as in libfuse's multithreaded loop.  Measured with
- * scripts/bench --variant (README, Performance): on the 2-CPU development
- * VM two readers gave no better one-client time and less four-client
- * throughput (83,118 against 89,249 pairs/s) for more CPU per pair; on a
- * busier machine earlier, more four-client throughput in four runs of
- * five, and 7-57 % more CPU per pair in all five: the kernel wakes its
- * readers in turn, so every request wakes a thread that slept, where a
- * lone reader often finds the next request already queued.  One, then; a
- * build option to weigh it again (the README's command builds it).  With
+ * another processes, as in libfuse's multithreaded loop.  But the kernel
+ * wakes its readers in turn, so with several every request wakes a thread
+ * that slept, where a lone reader often finds the next request already
+ * queued: more CPU per request, and no better latency (scripts/bench
+ * --variant compares; docs/performance.md has the figures).  One, then; a
+ * build option to weigh it again.  With
  * more than one, requests may be processed in another order than read, as
  * in libfuse's multithreaded loop (which pairs an INTERRUPT with a request
  * it has not seen yet). */

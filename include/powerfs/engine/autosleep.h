@@ -16,7 +16,8 @@ void autosleep_free(struct autosleep *as);
 /* The "autosleep" wakeup source (for saving its statistics). */
 struct wakeup_source *autosleep_source(struct autosleep *as);
 
-/* PM_ON when off. */
+/* The state autosleep suspends to, or PM_ON while autosleep is off (as
+ * the kernel's pm_autosleep_state). */
 enum pm_state autosleep_state(const struct autosleep *as);
 
 /* Switch autosleep to state (PM_ON = off) for caller (NULL: nobody's

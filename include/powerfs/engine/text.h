@@ -2,10 +2,9 @@
  * state file's, the journal's): integers in decimal by hand, and appends
  * to a GString without a call when there is room.
  *
- * printf's conversions and GString calls were most of the cost of those
- * lines.  Measured with callgrind on 10,000 lock+unlock pairs through a
- * mount (user-space instructions per pair): the state file's lines took
- * 10,300 with printf, the journal's 17,400.
+ * printf's conversions and GString calls were most of the user-space cost
+ * of those lines (callgrind over lock+unlock pairs through a mount shows
+ * it; docs/performance.md has the method).
  */
 #ifndef POWERFS_TEXT_H
 #define POWERFS_TEXT_H
@@ -56,8 +55,7 @@ static inline char *pf_put_i64(char *p, gint64 v)
 }
 
 /* g_string_append_len(), its common case inline (GLib 2.76 does this
- * itself; Debian 12 has 2.74, where each append is a call of a hundred
- * instructions). */
+ * itself; Debian 12 has 2.74, where each append is a function call). */
 static inline void pf_string_append_len(GString *out, const char *s,
 					gsize len)
 {
