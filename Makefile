@@ -115,7 +115,7 @@ check-names: $(BUILD)/powerfs
 check-layers:
 	$(PYTHON) scripts/check-layers
 
-# Shell and Python linters (scripts/install-deps.sh installs them).
+# The linters (scripts/install-deps.sh installs them).
 SHELL_SCRIPTS := scripts/check-under-load scripts/install-deps.sh \
 	scripts/powerfs-container scripts/valgrind-check scripts/vm/build-image \
 	scripts/vm/guest/boot.sh scripts/vm/guest/sleep-hook
@@ -124,9 +124,16 @@ PYTHON_SCRIPTS := tests src/powerfs-report.py scripts/check-layers \
 	scripts/adversary scripts/bench scripts/bench-freeze scripts/bench-open \
 	scripts/bench-state-file scripts/crash-stress scripts/gen-journal \
 	scripts/vm/guest/checks.py scripts/vm/guest/crash-stress scripts/vm/run
+# The C sources against .clang-format (the kernel's style); `make format`
+# applies it.
+C_SOURCES = $(shell git ls-files 'src/*.c' 'src/*.h' 'include/*.h' \
+	'tests/unit/*.c' 'fuzz/*.c' 'fuzz/*.h' 2>/dev/null)
 lint:
+	clang-format --dry-run -Werror $(C_SOURCES)
 	shellcheck $(SHELL_SCRIPTS)
 	pyflakes3 $(PYTHON_SCRIPTS)
+format:
+	clang-format -i $(C_SOURCES)
 
 # GCC's static analyzer over every source file: no finding, or one
 # silenced where it is found with the reason beside it.
@@ -167,5 +174,5 @@ install: powerfs powerfs-report
 clean:
 	rm -rf build powerfs powerfs-report
 
-.PHONY: all deps unit check check-layers check-names lint analyze check-vm run install clean powerfs fuzz
+.PHONY: all deps unit check check-layers check-names lint format analyze check-vm run install clean powerfs fuzz
 -include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d)

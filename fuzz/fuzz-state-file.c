@@ -58,11 +58,12 @@ static char *restore_and_save(void)
 {
 	struct pf_clock *clock = pf_clock_new_fake(1000000000000);
 	struct power_options opts = { 100, 300, FALSE, NULL };
-	struct power *pw = power_new(clock,
-				     backend_simulate_new(clock, 50,
-							  PM_STATE_BIT(PM_FREEZE) |
-								  PM_STATE_BIT(PM_MEM)),
-				     &opts);
+	struct power *pw =
+		power_new(clock,
+			  backend_simulate_new(clock, 50,
+					       PM_STATE_BIT(PM_FREEZE) |
+						       PM_STATE_BIT(PM_MEM)),
+			  &opts);
 	struct pf_owners *owners = owners_new();
 	struct state_file *sf;
 	char *text = NULL;
@@ -90,8 +91,8 @@ int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 		path = g_strdup_printf("%s/powerfs-fuzz-state.%d",
 				       g_get_tmp_dir(), (int)getpid());
 	}
-	if (!g_file_get_contents("/proc/sys/kernel/random/boot_id", &boot,
-				 NULL, NULL))
+	if (!g_file_get_contents("/proc/sys/kernel/random/boot_id", &boot, NULL,
+				 NULL))
 		abort();
 	file = g_string_new(NULL);
 	g_string_append_printf(file, "powerfs-state 2 %s\n", g_strstrip(boot));
@@ -103,8 +104,10 @@ int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 	first = restore_and_save();
 	second = restore_and_save();
 	if (strcmp(first, second)) {
-		fprintf(stderr, "restoring a snapshot changed it:\n--- first\n"
-			"%s--- second\n%s", first, second);
+		fprintf(stderr,
+			"restoring a snapshot changed it:\n--- first\n"
+			"%s--- second\n%s",
+			first, second);
 		abort();
 	}
 	unlink(path);

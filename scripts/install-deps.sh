@@ -20,7 +20,7 @@ PKGS="$PKGS clang"
 # tests/test_man.py renders every man page with man --warnings.
 PKGS="$PKGS man-db"
 # make lint
-PKGS="$PKGS shellcheck python3-pyflakes"
+PKGS="$PKGS clang-format shellcheck python3-pyflakes"
 VM_PKGS="qemu-system-x86 mmdebstrap e2fsprogs debian-archive-keyring"
 case "${1:-}" in
 --run) PKGS=$RUN_PKGS ;;

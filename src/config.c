@@ -37,24 +37,31 @@ static const GOptionEntry entries[] = {
 	  "FUSE mount options, e.g. allow_other (repeatable)", "OPTS" },
 	{ "backend", 0, 0, G_OPTION_ARG_STRING, &config.backend,
 	  "How to suspend: simulate (default), logind, sysfs:DIR, or "
-	  "freeze:CGROUP (a container's own sleep)", "NAME" },
+	  "freeze:CGROUP (a container's own sleep)",
+	  "NAME" },
 	{ "suspend-timeout", 0, 0, G_OPTION_ARG_INT, &config.suspend_timeout,
 	  "logind: fail a suspend with EBUSY if the sleep has not begun "
-	  "after this long (default 30)", "SECONDS" },
+	  "after this long (default 30)",
+	  "SECONDS" },
 	{ "inhibit-sleep", 0, 0, G_OPTION_ARG_NONE, &config.inhibit_sleep,
 	  "logind, freeze: hold a logind block inhibitor while any wakeup "
-	  "source is active", NULL },
+	  "source is active",
+	  NULL },
 	{ "host-power", 0, 0, G_OPTION_ARG_FILENAME, &config.host_power,
 	  "logind, freeze: the host kernel's /sys/power, which names the IRQ "
 	  "that woke the host (and whose settings logind shows; default "
-	  "/sys/power)", "DIR" },
+	  "/sys/power)",
+	  "DIR" },
 	{ "host-suspend-stats", 0, 0, G_OPTION_ARG_FILENAME,
 	  &config.host_suspend_stats,
 	  "logind, freeze: read the host kernel's suspend statistics from DIR "
-	  "(default the --host-power directory's suspend_stats)", "DIR" },
-	{ "simulate-sleep-ms", 0, 0, G_OPTION_ARG_INT, &config.simulate_sleep_ms,
+	  "(default the --host-power directory's suspend_stats)",
+	  "DIR" },
+	{ "simulate-sleep-ms", 0, 0, G_OPTION_ARG_INT,
+	  &config.simulate_sleep_ms,
 	  "Length of a simulated suspend; a wakeup event ends it early "
-	  "(default 1000)", "N" },
+	  "(default 1000)",
+	  "N" },
 	{ "simulate-states", 0, 0, G_OPTION_ARG_STRING, &config.simulate_states,
 	  "States the simulated backend offers (default \"freeze mem disk\")",
 	  "LIST" },
@@ -63,11 +70,13 @@ static const GOptionEntry entries[] = {
 	{ "wakelock-gc-seconds", 0, 0, G_OPTION_ARG_INT,
 	  &config.wakelock_gc_seconds,
 	  "Idle time after which unused wake locks are collected "
-	  "(default 300)", "N" },
+	  "(default 300)",
+	  "N" },
 	{ "no-capability-check", 0, 0, G_OPTION_ARG_NONE,
 	  &config.no_capability_check,
 	  "Let any writer the file modes allow use wake_lock and wake_unlock "
-	  "(no CAP_BLOCK_SUSPEND needed)", NULL },
+	  "(no CAP_BLOCK_SUSPEND needed)",
+	  NULL },
 	{ "trust-userns-owner", 0, 0, G_OPTION_ARG_STRING_ARRAY,
 	  &config.trust_userns_owner,
 	  "Also count CAP_BLOCK_SUSPEND held in user namespaces created by "
@@ -77,7 +86,8 @@ static const GOptionEntry entries[] = {
 	  "Also serve /sys/class/wakeup-style statistics on DIR", "DIR" },
 	{ "wakeup-reasons", 0, 0, G_OPTION_ARG_FILENAME, &config.wakeup_reasons,
 	  "Also serve Android's /sys/kernel/wakeup_reasons (why and how long "
-	  "the last suspend) on DIR", "DIR" },
+	  "the last suspend) on DIR",
+	  "DIR" },
 	{ "owner", 0, 0, G_OPTION_ARG_STRING, &config.owner,
 	  "Give the files that take writes (state, wakeup_count, autosleep, "
 	  "wake_lock, wake_unlock and the settings) to UID:GID at start",
@@ -91,10 +101,12 @@ static const GOptionEntry entries[] = {
 	  "PATH" },
 	{ "journal-size", 0, 0, G_OPTION_ARG_INT64, &config.journal_size,
 	  "Rotate the journal to PATH.1 when it reaches BYTES "
-	  "(default 8388608)", "BYTES" },
+	  "(default 8388608)",
+	  "BYTES" },
 	{ "metrics-dir", 0, 0, G_OPTION_ARG_FILENAME, &config.metrics_dir,
 	  "Write the statistics for Prometheus to DIR/powerfs.prom (for "
-	  "node_exporter's textfile collector)", "DIR" },
+	  "node_exporter's textfile collector)",
+	  "DIR" },
 	{ "no-keeper", 0, 0, G_OPTION_ARG_NONE, &config.no_keeper,
 	  "Serve in the process that mounts (a crash then ends the mount)",
 	  NULL },
@@ -120,7 +132,8 @@ static guint parse_states(const char *list)
 				break;
 		if (s == PM_NR_STATES)
 			usage_error("unknown sleep state \"%s\" in "
-				    "--simulate-states", words[i]);
+				    "--simulate-states",
+				    words[i]);
 		states |= PM_STATE_BIT(s);
 	}
 	return states;
@@ -132,8 +145,8 @@ static guint parse_states(const char *list)
 static void check_backend_options(const char *mountpoint)
 {
 	const char *name = config.backend ? config.backend : "simulate";
-	gboolean follows_logind = !strcmp(name, "logind") ||
-				  g_str_has_prefix(name, "freeze:");
+	gboolean follows_logind =
+		!strcmp(name, "logind") || g_str_has_prefix(name, "freeze:");
 
 	if (config.inhibit_sleep && !follows_logind)
 		usage_error("--inhibit-sleep needs --backend=logind or "
@@ -160,7 +173,8 @@ static void check_backend_options(const char *mountpoint)
 				    g_strerror(errno));
 		if (!strcmp(real, mountpoint))
 			usage_error("--backend=sysfs: %s is the mount point "
-				    "itself (a loop)", dir);
+				    "itself (a loop)",
+				    dir);
 		return;
 	}
 	if (!strcmp(name, "simulate"))
@@ -170,7 +184,8 @@ static void check_backend_options(const char *mountpoint)
 			    "state to: --backend=sysfs:DIR");
 	else if (strcmp(name, "logind"))
 		usage_error("unknown backend \"%s\" (simulate, logind or "
-			    "sysfs:DIR)", name);
+			    "sysfs:DIR)",
+			    name);
 }
 
 /* The mount point must be a directory we can mount on.  A dead powerfs
@@ -218,8 +233,8 @@ static char *check_mountpoint(const char *path)
 	 * leave two daemons; the first must go first. */
 	if (serving_powerfs(real))
 		usage_error("cannot mount on %s: a powerfs serves it already "
-			    "(unmount it first: fusermount3 -u %s)", path,
-			    path);
+			    "(unmount it first: fusermount3 -u %s)",
+			    path, path);
 	return real;
 }
 
@@ -241,7 +256,8 @@ static char *check_extra_dir(const char *option, const char *path,
 
 	if (path_within(real, mountpoint) || path_within(mountpoint, real))
 		usage_error("--%s: cannot mount on %s: it overlaps the mount "
-			    "point %s", option, path, mountpoint);
+			    "point %s",
+			    option, path, mountpoint);
 	if (other && (path_within(real, other) || path_within(other, real)))
 		usage_error("--%s: cannot mount on %s: it overlaps %s", option,
 			    path, other);
@@ -286,12 +302,14 @@ static void check_journal(const char *path, const char *mountpoint)
 	if (!real_dir)
 		usage_error("--journal: %s: %s", dir, g_strerror(errno));
 	if (path_within(real_dir, mountpoint))
-		usage_error("--journal: %s is inside the mount point %s",
-			    path, mountpoint);
+		usage_error("--journal: %s is inside the mount point %s", path,
+			    mountpoint);
 	if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
 		usage_error("--journal: %s is not a regular file", path);
-	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
-			O_NOFOLLOW | O_NONBLOCK, 0600);
+	fd = open(path,
+		  O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
+			  O_NONBLOCK,
+		  0600);
 	if (fd < 0)
 		usage_error("--journal: %s: %s", path, g_strerror(errno));
 	close(fd);
@@ -386,10 +404,11 @@ static GArray *parse_trusted_owners(gchar **uids)
 		guint64 u;
 		uid_t uid;
 
-		if (!g_ascii_string_to_unsigned(uids[i], 10, 0,
-						G_MAXUINT32 - 1, &u, NULL))
+		if (!g_ascii_string_to_unsigned(uids[i], 10, 0, G_MAXUINT32 - 1,
+						&u, NULL))
 			usage_error("--trust-userns-owner wants a numeric "
-				    "UID, not \"%s\"", uids[i]);
+				    "UID, not \"%s\"",
+				    uids[i]);
 		uid = (uid_t)u;
 		g_array_append_val(owners, uid);
 	}
@@ -412,13 +431,14 @@ void config_parse(int *argc, char ***argv)
 	g_autoptr(GError) error = NULL;
 
 	g_set_print_handler(print_ascii);
-	g_option_context_set_summary(ctx,
+	g_option_context_set_summary(
+		ctx,
 		"Serve the Linux /sys/power wake-lock and autosleep interface "
 		"(wake_lock, wake_unlock,\nwakeup_count, state, autosleep, "
 		"wakeup_sources, suspend_stats/) on MOUNTPOINT.");
-	g_option_context_set_description(ctx,
-		"Unmount with fusermount3 -u MOUNTPOINT or SIGTERM.  "
-		"See powerfs(1).");
+	g_option_context_set_description(
+		ctx, "Unmount with fusermount3 -u MOUNTPOINT or SIGTERM.  "
+		     "See powerfs(1).");
 	g_option_context_add_main_entries(ctx, entries, NULL);
 	if (!g_option_context_parse(ctx, argc, argv, &error))
 		usage_error("%s", error->message);
@@ -442,8 +462,7 @@ void config_parse(int *argc, char ***argv)
 		usage_error("--journal-size must be %d or more",
 			    JOURNAL_MIN_SIZE);
 	if (config.owner)
-		parse_owner(config.owner, &config.owner_uid,
-			    &config.owner_gid);
+		parse_owner(config.owner, &config.owner_uid, &config.owner_gid);
 	if (config.trust_userns_owner) {
 		if (config.no_capability_check)
 			usage_error("--trust-userns-owner means nothing with "
@@ -466,12 +485,16 @@ void config_check(char **argv, char **mountpoint, char **class_wakeup_dir,
 
 	*mountpoint = mp;
 	check_backend_options(mp);
-	*class_wakeup_dir = config.class_wakeup ?
-		check_extra_dir("class-wakeup", config.class_wakeup, mp,
-				NULL) : NULL;
-	*wakeup_reasons_dir = config.wakeup_reasons ?
-		check_extra_dir("wakeup-reasons", config.wakeup_reasons, mp,
-				*class_wakeup_dir) : NULL;
+	*class_wakeup_dir =
+		config.class_wakeup ?
+			check_extra_dir("class-wakeup", config.class_wakeup, mp,
+					NULL) :
+			NULL;
+	*wakeup_reasons_dir =
+		config.wakeup_reasons ?
+			check_extra_dir("wakeup-reasons", config.wakeup_reasons,
+					mp, *class_wakeup_dir) :
+			NULL;
 	if (config.state_file)
 		check_state_file(config.state_file, mp);
 	if (config.journal) {
@@ -479,8 +502,8 @@ void config_check(char **argv, char **mountpoint, char **class_wakeup_dir,
 		absolute_journal(argv);
 	}
 	if (config.metrics_dir) {
-		g_autofree char *real = check_metrics_dir(config.metrics_dir,
-							  mp);
+		g_autofree char *real =
+			check_metrics_dir(config.metrics_dir, mp);
 
 		give_real_metrics_dir(argv, real);
 		g_free(config.metrics_dir);

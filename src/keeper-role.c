@@ -80,9 +80,9 @@ static void release_backend(void)
 }
 
 /* Runs the keeper; its servers get argv. */
-static int keep(char **argv, const char *mountpoint,
-		const char *mount_options, const char *class_wakeup_dir,
-		const char *wakeup_reasons_dir, const char *state_file)
+static int keep(char **argv, const char *mountpoint, const char *mount_options,
+		const char *class_wakeup_dir, const char *wakeup_reasons_dir,
+		const char *state_file)
 {
 	struct keeper_config kc;
 	int status;
@@ -116,9 +116,9 @@ gboolean keeper_role_resume(char ***argv, const char *mount_options,
 		/* Restarted by systemd, which kept the connection: the mount
 		 * is live with nobody serving it, so it is not looked at. */
 		config_check_files(config.args[0]);
-		*status = keep(*argv, config.args[0], mount_options,
-			       config.class_wakeup, config.wakeup_reasons,
-			       NULL);
+		*status =
+			keep(*argv, config.args[0], mount_options,
+			     config.class_wakeup, config.wakeup_reasons, NULL);
 		return TRUE;
 	}
 	if (!g_getenv("POWERFS_KEEPER_FDS"))

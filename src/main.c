@@ -59,10 +59,10 @@ static int start(char ***argv, const char *mount_options)
 	if (!config.no_keeper)
 		return keeper_role_run(argv, mountpoint, mount_options,
 				       class_wakeup_dir, wakeup_reasons_dir);
-	server_mount_here(&c, mountpoint, class_wakeup_dir,
-			  wakeup_reasons_dir, mount_options);
-	return server_run(mountpoint, class_wakeup_dir, wakeup_reasons_dir,
-			  &c, *argv);
+	server_mount_here(&c, mountpoint, class_wakeup_dir, wakeup_reasons_dir,
+			  mount_options);
+	return server_run(mountpoint, class_wakeup_dir, wakeup_reasons_dir, &c,
+			  *argv);
 }
 
 int main(int argc, char **argv)
@@ -78,7 +78,8 @@ int main(int argc, char **argv)
 	if (config.debug)
 		pf_loop_hold_enable();
 	mount_options = config.mount_options ?
-				g_strjoinv(",", config.mount_options) : NULL;
+				g_strjoinv(",", config.mount_options) :
+				NULL;
 	if (g_getenv("POWERFS_FDS")) {
 		/* A server: the keeper checked all this, and a look at our
 		 * own mount now would wait for ourselves. */

@@ -32,9 +32,10 @@
 static struct backend *make_logind(struct pf_clock *clock, GError **error)
 {
 	const char *host = config.host_power ? config.host_power : "/sys/power";
-	g_autofree char *stats = config.host_suspend_stats ?
-		g_strdup(config.host_suspend_stats) :
-		g_build_filename(host, "suspend_stats", NULL);
+	g_autofree char *stats =
+		config.host_suspend_stats ?
+			g_strdup(config.host_suspend_stats) :
+			g_build_filename(host, "suspend_stats", NULL);
 
 	return backend_logind_new(clock, config.suspend_timeout, host, stats,
 				  error);
@@ -113,11 +114,12 @@ struct loop_end {
 
 static const struct loop_end stopped = { STOPPED, G_LOG_LEVEL_MESSAGE,
 					 "terminating" };
-static const struct loop_end handing_over = {
-	HANDING_OVER, G_LOG_LEVEL_MESSAGE, "handing over to a successor" };
+static const struct loop_end handing_over = { HANDING_OVER, G_LOG_LEVEL_MESSAGE,
+					      "handing over to a successor" };
 static const struct loop_end keeping = {
 	KEEPING, G_LOG_LEVEL_WARNING,
-	"the keeper died: this server becomes the keeper" };
+	"the keeper died: this server becomes the keeper"
+};
 
 static GMainLoop *server_loop;
 
@@ -137,9 +139,11 @@ static gboolean end_loop_on_signal(gpointer data)
 static gboolean ignore_hup(gpointer data)
 {
 	(void)data;
-	g_warning("SIGHUP ignored: %s", config.no_keeper ?
-		  "without a keeper (--no-keeper) nothing can take over" :
-		  "upgrades go through the keeper, powerfs's parent");
+	g_warning(
+		"SIGHUP ignored: %s",
+		config.no_keeper ?
+			"without a keeper (--no-keeper) nothing can take over" :
+			"upgrades go through the keeper, powerfs's parent");
 	return G_SOURCE_CONTINUE;
 }
 
@@ -256,10 +260,10 @@ static void serve_mounts(struct server *sv, const char *mountpoint,
 	}
 	if (wakeup_reasons_dir) {
 		attrs = pf_attrs_wakeup_reasons(&n_attrs);
-		sv->wr = pf_fs_serve(sv->pw, attrs, n_attrs, NULL,
-				     c->wr_fuse_fd, c->wr_session_fd,
-				     wakeup_reasons_dir, config.debug, NULL,
-				     NULL, &error);
+		sv->wr =
+			pf_fs_serve(sv->pw, attrs, n_attrs, NULL, c->wr_fuse_fd,
+				    c->wr_session_fd, wakeup_reasons_dir,
+				    config.debug, NULL, NULL, &error);
 		if (!sv->wr) {
 			pf_class_wakeup_free(sv->cw);
 			pf_fs_free(sv->fs, FALSE);
@@ -278,8 +282,7 @@ static void restore(struct server *sv)
 					 config.owner_gid);
 	/* Restored before the loop serves the first request. */
 	if (config.state_file) {
-		sv->sf = state_file_open(config.state_file, sv->pw,
-					 sv->owners);
+		sv->sf = state_file_open(config.state_file, sv->pw, sv->owners);
 		pf_fs_set_before_reply(sv->fs, (wakeup_func)state_file_flush,
 				       sv->sf);
 	}
@@ -338,8 +341,7 @@ int server_run(const char *mountpoint, const char *class_wakeup_dir,
 	build_core(&sv);
 	sv.loop = g_main_loop_new(NULL, FALSE);
 	pf_loop_lock_init();
-	serve_mounts(&sv, mountpoint, class_wakeup_dir, wakeup_reasons_dir,
-		     c);
+	serve_mounts(&sv, mountpoint, class_wakeup_dir, wakeup_reasons_dir, c);
 	/* Every session has read it (pf_session_serve()): not for a keeper
 	 * this process may become. */
 	g_unsetenv("POWERFS_SERVER_CRASHED");
@@ -398,8 +400,12 @@ void server_take_keepers_connections(struct server_conns *c)
 					G_MAXINT, &ready, NULL))
 		status_fail(1, "POWERFS_FDS/POWERFS_READY_FD: not a keeper's");
 	/* In the keeper's order: the main mount, then the others given. */
-	*c = (struct server_conns){ fds[0], fds[1], -1, -1, -1, -1, NULL,
-				    NULL, NULL };
+	*c = (struct server_conns){ .fuse_fd = fds[0],
+				    .session_fd = fds[1],
+				    .cw_fuse_fd = -1,
+				    .cw_session_fd = -1,
+				    .wr_fuse_fd = -1,
+				    .wr_session_fd = -1 };
 	if (cw) {
 		c->cw_fuse_fd = fds[i++];
 		c->cw_session_fd = fds[i++];
@@ -417,7 +423,12 @@ void server_mount_here(struct server_conns *c, const char *mountpoint,
 {
 	g_autoptr(GError) error = NULL;
 
-	*c = (struct server_conns){ -1, -1, -1, -1, -1, -1, NULL, NULL, NULL };
+	*c = (struct server_conns){ .fuse_fd = -1,
+				    .session_fd = -1,
+				    .cw_fuse_fd = -1,
+				    .cw_session_fd = -1,
+				    .wr_fuse_fd = -1,
+				    .wr_session_fd = -1 };
 	c->mount = pf_mount_new(mountpoint, options, &error);
 	if (!c->mount)
 		status_fail(EXIT_USAGE, "%s", error->message);
@@ -426,18 +437,18 @@ void server_mount_here(struct server_conns *c, const char *mountpoint,
 		c->cw_mount = pf_mount_new(class_wakeup_dir, options, &error);
 		if (!c->cw_mount) {
 			pf_mount_free(c->mount, TRUE);
-			status_fail(EXIT_USAGE, "--class-wakeup: %s", error->message);
+			status_fail(EXIT_USAGE, "--class-wakeup: %s",
+				    error->message);
 		}
 		c->cw_fuse_fd = pf_mount_fd(c->cw_mount);
 	}
 	if (wakeup_reasons_dir) {
-		c->wr_mount = pf_mount_new(wakeup_reasons_dir, options,
-					   &error);
+		c->wr_mount = pf_mount_new(wakeup_reasons_dir, options, &error);
 		if (!c->wr_mount) {
 			pf_mount_free(c->cw_mount, TRUE);
 			pf_mount_free(c->mount, TRUE);
 			status_fail(EXIT_USAGE, "--wakeup-reasons: %s",
-			     error->message);
+				    error->message);
 		}
 		c->wr_fuse_fd = pf_mount_fd(c->wr_mount);
 	}

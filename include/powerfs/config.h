@@ -34,7 +34,7 @@ struct config {
 	/* Parsed from the above. */
 	uid_t owner_uid;
 	gid_t owner_gid;
-	GArray *trusted_userns_owners;	/* uid_t, or NULL */
+	GArray *trusted_userns_owners; /* uid_t, or NULL */
 };
 
 /* The one configuration, filled in by config_parse(). */

@@ -9,7 +9,7 @@ struct pf_mount;
 struct server_conns {
 	int fuse_fd, session_fd, cw_fuse_fd, cw_session_fd;
 	int wr_fuse_fd, wr_session_fd;
-	struct pf_mount *mount, *cw_mount, *wr_mount;	/* --no-keeper */
+	struct pf_mount *mount, *cw_mount, *wr_mount; /* --no-keeper */
 };
 
 /* Started by a keeper: its connections (POWERFS_FDS), and where to say we

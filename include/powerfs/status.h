@@ -15,8 +15,8 @@ void status_set_fd(int fd);
 void status_report(guchar status);
 /* One line on stderr, then exit with code (reported to a waiting
  * parent). */
-G_GNUC_NORETURN G_GNUC_PRINTF(2, 3) void status_fail(int code,
-						     const char *fmt, ...);
+G_GNUC_NORETURN G_GNUC_PRINTF(2, 3) void status_fail(int code, const char *fmt,
+						     ...);
 #define usage_error(...) status_fail(EXIT_USAGE, __VA_ARGS__)
 /* Fork; the parent waits for the child's verdict and exits with it.  Call
  * before any thread exists (GDBus starts one). */

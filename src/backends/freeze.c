@@ -96,40 +96,45 @@
 
 enum phase {
 	AWAKE,
-	FREEZING,	/* ordered, not complete */
-	SCANNING,	/* frozen; the alarms are being looked for */
+	FREEZING, /* ordered, not complete */
+	SCANNING, /* frozen; the alarms are being looked for */
 	ASLEEP,
 };
 
-enum why { WOKEN_BY_NOTHING, WOKEN_BY_EVENT, WOKEN_BY_ALARM,
-	   WOKEN_BY_UNREAD_ALARM, WOKEN_BY_HOST };
+enum why {
+	WOKEN_BY_NOTHING,
+	WOKEN_BY_EVENT,
+	WOKEN_BY_ALARM,
+	WOKEN_BY_UNREAD_ALARM,
+	WOKEN_BY_HOST
+};
 
 struct scan;
 
 struct freeze {
 	struct backend base;
 	struct pf_clock *clock;
-	char *dir;		/* the cgroup's directory */
+	char *dir; /* the cgroup's directory */
 	gboolean v2;
-	char *path;		/* the cgroup as /proc/PID/cgroup names it */
-	struct backend *host;	/* logind, or NULL */
+	char *path;	      /* the cgroup as /proc/PID/cgroup names it */
+	struct backend *host; /* logind, or NULL */
 	struct backend_listener host_listener;
-	gboolean mark_failed;	/* said once */
+	gboolean mark_failed; /* said once */
 	/* The attempt. */
 	enum phase phase;
 	backend_done_func done;
 	gpointer data;
-	gint64 freeze_until;	/* monotonic us */
-	gint64 frozen_at;	/* boot clock ns; 0 before the freeze completed */
+	gint64 freeze_until; /* monotonic us */
+	gint64 frozen_at;    /* boot clock ns; 0 before the freeze completed */
 	struct pf_timer *poll;
 	struct scan *scan;
-	int alarm_fd;		/* a timerfd on the boot clock */
+	int alarm_fd; /* a timerfd on the boot clock */
 	guint alarm_watch;
-	gint64 alarm_due;	/* boot clock ns, the alarm it is armed for */
-	struct pf_timer *wake_timer;	/* wakes from the main loop */
+	gint64 alarm_due; /* boot clock ns, the alarm it is armed for */
+	struct pf_timer *wake_timer; /* wakes from the main loop */
 	enum why why;
 	int host_irq;
-	char *host_irq_name;	/* base.wake_irq_name points here */
+	char *host_irq_name; /* base.wake_irq_name points here */
 };
 
 /* --- the cgroup's files --------------------------------------------------- */
@@ -214,8 +219,8 @@ static void mark(struct freeze *fb)
 		return;
 	fb->mark_failed = TRUE;
 	g_warning("%s: cannot set %s (%s): should this server die while the "
-		  "container sleeps, nothing will thaw it", fb->dir, MARK,
-		  g_strerror(errno));
+		  "container sleeps, nothing will thaw it",
+		  fb->dir, MARK, g_strerror(errno));
 }
 
 static void unmark(const char *dir)
@@ -241,8 +246,8 @@ static char *unescape(const char *s)
 	GString *out = g_string_new(NULL);
 
 	for (; *s; s++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
-		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' &&
+		    s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
 			g_string_append_c(out, (char)((s[1] - '0') * 64 +
 						      (s[2] - '0') * 8 +
 						      (s[3] - '0')));
@@ -349,10 +354,10 @@ static gboolean in_cgroup(const struct freeze *fb, pid_t pid)
 /* Looked for in a thread of its own: a container may have thousands of
  * tasks and descriptors, and the main loop goes on serving meanwhile. */
 struct scan {
-	struct freeze *fb;	/* NULL once nobody waits for the result */
+	struct freeze *fb; /* NULL once nobody waits for the result */
 	char *dir;
 	guint tasks, alarms, unread;
-	gint64 due_ns;		/* the earliest, on the boot clock; 0: none */
+	gint64 due_ns; /* the earliest, on the boot clock; 0: none */
 	pid_t due_pid;
 	pid_t unread_pid;
 };
@@ -416,7 +421,7 @@ static void scan_task(struct scan *sc, pid_t pid)
 	g_snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
 	fds = opendir(path);
 	if (!fds)
-		return;		/* gone */
+		return; /* gone */
 	sc->tasks++;
 	while ((e = readdir(fds))) {
 		gssize n = readlinkat(dirfd(fds), e->d_name, link,
@@ -463,8 +468,8 @@ static void scan_cgroup(struct scan *sc, int dfd)
 		for (guint i = 0; pids[i]; i++) {
 			guint64 pid;
 
-			if (g_ascii_string_to_unsigned(pids[i], 10, 1,
-						       G_MAXINT, &pid, NULL))
+			if (g_ascii_string_to_unsigned(pids[i], 10, 1, G_MAXINT,
+						       &pid, NULL))
 				scan_task(sc, (pid_t)pid);
 		}
 	}
@@ -482,8 +487,8 @@ static void scan_cgroup(struct scan *sc, int dfd)
 		if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") ||
 		    !strcmp(e->d_name, ".."))
 			continue;
-		sub = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY |
-					     O_CLOEXEC);
+		sub = openat(dfd, e->d_name,
+			     O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (sub < 0)
 			continue;
 		scan_cgroup(sc, sub);
@@ -562,8 +567,8 @@ static void woken(gpointer data)
 	case WOKEN_BY_ALARM:
 	case WOKEN_BY_UNREAD_ALARM:
 		be->wake_source = "alarmtimer";
-		be->wake_source_ms = fb->why == WOKEN_BY_ALARM ?
-					     0 : UNREAD_ALARM_HOLD_MS;
+		be->wake_source_ms =
+			fb->why == WOKEN_BY_ALARM ? 0 : UNREAD_ALARM_HOLD_MS;
 		break;
 	case WOKEN_BY_HOST:
 		if (fb->host_irq >= 0) {
@@ -579,15 +584,15 @@ static void woken(gpointer data)
 	}
 	if (fb->why == WOKEN_BY_ALARM)
 		g_info("%s: woken by an alarm after %.3f s, %.3f ms after it "
-		       "was due", fb->dir, (boot_ns() - fb->frozen_at) / 1e9,
+		       "was due",
+		       fb->dir, (boot_ns() - fb->frozen_at) / 1e9,
 		       (boot_ns() - fb->alarm_due) / 1e6);
 	else
 		g_info("%s: woken %s after %.3f s", fb->dir,
-		       fb->why == WOKEN_BY_HOST ? "by the host's resume" :
+		       fb->why == WOKEN_BY_HOST	 ? "by the host's resume" :
 		       fb->why == WOKEN_BY_EVENT ? "by a wakeup event" :
-		       "by an alarm",
-		       fb->frozen_at ? (boot_ns() - fb->frozen_at) / 1e9 :
-				       0.0);
+						   "by an alarm",
+		       fb->frozen_at ? (boot_ns() - fb->frozen_at) / 1e9 : 0.0);
 	end_sleep(fb, 0);
 }
 
@@ -597,8 +602,7 @@ static gboolean on_alarm(gint fd, GIOCondition cond, gpointer data)
 	guint64 expirations;
 
 	(void)cond;
-	if (read(fd, &expirations, sizeof(expirations)) < 0 &&
-	    errno != EAGAIN)
+	if (read(fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
 		g_warning("%s: alarm timer: %s", fb->dir, g_strerror(errno));
 	if (fb->phase == ASLEEP)
 		wake_soon(fb, WOKEN_BY_ALARM);
@@ -613,13 +617,14 @@ static void scan_done(GObject *source, GAsyncResult *res, gpointer data)
 
 	(void)source, (void)res;
 	if (!fb)
-		return;		/* the sleep ended meanwhile */
+		return; /* the sleep ended meanwhile */
 	fb->scan = NULL;
 	fb->phase = ASLEEP;
 	now = boot_ns();
 	if (sc->unread) {
 		g_info("%s: asleep, but an alarm of pid %d expired unread: "
-		       "due now", fb->dir, (int)sc->unread_pid);
+		       "due now",
+		       fb->dir, (int)sc->unread_pid);
 		wake_soon(fb, WOKEN_BY_UNREAD_ALARM);
 		return;
 	}
@@ -629,15 +634,15 @@ static void scan_done(GObject *source, GAsyncResult *res, gpointer data)
 		return;
 	}
 	g_info("%s: asleep (%u tasks), the earliest of %u alarms due in "
-	       "%.3f s (pid %d)", fb->dir, sc->tasks, sc->alarms,
-	       (sc->due_ns - now) / 1e9, (int)sc->due_pid);
+	       "%.3f s (pid %d)",
+	       fb->dir, sc->tasks, sc->alarms, (sc->due_ns - now) / 1e9,
+	       (int)sc->due_pid);
 	fb->alarm_due = sc->due_ns;
-	timerfd_settime(fb->alarm_fd, TFD_TIMER_ABSTIME,
-			&(struct itimerspec){
-				.it_value = {
-					sc->due_ns / 1000000000,
-					sc->due_ns % 1000000000 } },
-			NULL);
+	timerfd_settime(
+		fb->alarm_fd, TFD_TIMER_ABSTIME,
+		&(struct itimerspec){ .it_value = { sc->due_ns / 1000000000,
+						    sc->due_ns % 1000000000 } },
+		NULL);
 }
 
 static void start_scan(struct freeze *fb)
@@ -657,8 +662,8 @@ static void start_scan(struct freeze *fb)
  * in wchan". */
 static void describe_unfrozen(const char *dir, GString *out, guint *left)
 {
-	g_autofree char *procs_path = g_build_filename(dir, "cgroup.procs",
-						       NULL);
+	g_autofree char *procs_path =
+		g_build_filename(dir, "cgroup.procs", NULL);
 	g_autofree char *procs = NULL;
 	g_autoptr(GDir) d = NULL;
 	const char *name;
@@ -667,30 +672,32 @@ static void describe_unfrozen(const char *dir, GString *out, guint *left)
 		g_auto(GStrv) pids = g_strsplit(procs, "\n", -1);
 
 		for (guint i = 0; pids[i] && *left; i++) {
-			g_autofree char *tdir = g_strdup_printf(
-				"/proc/%s/task", pids[i]);
-			g_autoptr(GDir) tasks = *pids[i] ?
-				g_dir_open(tdir, 0, NULL) : NULL;
+			g_autofree char *tdir =
+				g_strdup_printf("/proc/%s/task", pids[i]);
+			g_autoptr(GDir) tasks =
+				*pids[i] ? g_dir_open(tdir, 0, NULL) : NULL;
 			const char *tid;
 
 			while (tasks && *left &&
 			       (tid = g_dir_read_name(tasks))) {
-				g_autofree char *base = g_build_filename(
-					tdir, tid, NULL);
-				g_autofree char *wpath = g_build_filename(
-					base, "wchan", NULL);
-				g_autofree char *cpath = g_build_filename(
-					base, "comm", NULL);
+				g_autofree char *base =
+					g_build_filename(tdir, tid, NULL);
+				g_autofree char *wpath =
+					g_build_filename(base, "wchan", NULL);
+				g_autofree char *cpath =
+					g_build_filename(base, "comm", NULL);
 				g_autofree char *wchan = read_small(wpath);
 				g_autofree char *comm = read_small(cpath);
 
-				if (!wchan || !strcmp(wchan, "do_freezer_trap") ||
+				if (!wchan ||
+				    !strcmp(wchan, "do_freezer_trap") ||
 				    !strcmp(wchan, "__refrigerator"))
 					continue;
-				g_string_append_printf(
-					out, "%s%s (%s) in %s", out->len ? ", " :
-					"", comm ? g_strchomp(comm) : "?", tid,
-					wchan);
+				g_string_append_printf(out, "%s%s (%s) in %s",
+						       out->len ? ", " : "",
+						       comm ? g_strchomp(comm) :
+							      "?",
+						       tid, wchan);
 				(*left)--;
 			}
 		}
@@ -727,7 +734,8 @@ static void poll_frozen(gpointer data)
 
 		describe_unfrozen(fb->dir, tasks, &left);
 		g_warning("%s: not frozen within pm_freeze_timeout (%u ms): "
-			  "%s", fb->dir, fb->base.freeze_timeout_ms,
+			  "%s",
+			  fb->dir, fb->base.freeze_timeout_ms,
 			  tasks->len ? tasks->str : "no task to blame");
 	}
 	fb->base.failed_step = "freeze";
@@ -762,8 +770,8 @@ static int freeze_suspend(struct backend *be, enum pm_state state,
 	fb->phase = FREEZING;
 	fb->why = WOKEN_BY_NOTHING;
 	fb->frozen_at = 0;
-	fb->freeze_until = pf_clock_now(fb->clock) +
-			   (gint64)be->freeze_timeout_ms * 1000;
+	fb->freeze_until =
+		pf_clock_now(fb->clock) + (gint64)be->freeze_timeout_ms * 1000;
 	/* Where the kernel's freezer strikes: every wait in powerfs ends as
 	 * it would (the container's own waiters are interrupted anyway). */
 	if (be->listener)
@@ -782,7 +790,8 @@ static gboolean freeze_freezes(struct backend *be, pid_t pid)
 	struct freeze *fb = (struct freeze *)be;
 
 	return (fb->phase == FREEZING || fb->phase == SCANNING ||
-		fb->phase == ASLEEP) && in_cgroup(fb, pid);
+		fb->phase == ASLEEP) &&
+	       in_cgroup(fb, pid);
 }
 
 static void freeze_block_host_sleep(struct backend *be, const char *why)
@@ -901,12 +910,13 @@ static char *check_cgroup(const char *dir, gboolean *v2, char **path,
 	if (!find_hierarchy(real, v2, path)) {
 		g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
 			    "%s is neither in a cgroup v2 hierarchy nor in "
-			    "the v1 freezer's", dir);
+			    "the v1 freezer's",
+			    dir);
 		return NULL;
 	}
 	if (exists) {
-		g_autofree char *file = g_build_filename(real, control(*v2),
-							 NULL);
+		g_autofree char *file =
+			g_build_filename(real, control(*v2), NULL);
 
 		if (!g_file_test(file, G_FILE_TEST_EXISTS)) {
 			g_set_error(error, G_IO_ERROR,
@@ -971,8 +981,9 @@ struct backend *backend_freeze_new(struct pf_clock *clock, const char *dir,
 	fb->wake_timer = pf_timer_new(clock, woken, fb);
 	if (host) {
 		fb->host = host;
-		fb->host_listener = (struct backend_listener){
-			host_sleeping, host_resumed, fb };
+		fb->host_listener =
+			(struct backend_listener){ host_sleeping, host_resumed,
+						   fb };
 		host->listener = &fb->host_listener;
 		backend_clear_wakeup(host);
 	}
@@ -980,15 +991,14 @@ struct backend *backend_freeze_new(struct pf_clock *clock, const char *dir,
 		g_warning("%s: left asleep by a server that ended: thawed",
 			  fb->dir);
 	g_message("%s: cgroup %s, %s", fb->dir, v2 ? "v2" : "v1 freezer",
-		  g_file_test(fb->dir, G_FILE_TEST_EXISTS) ?
-			  "present" : "not there yet");
+		  g_file_test(fb->dir, G_FILE_TEST_EXISTS) ? "present" :
+							     "not there yet");
 	return &fb->base;
 }
 
 gboolean backend_freeze_release(const char *dir)
 {
-	g_autofree char *v2_file = g_build_filename(dir, "cgroup.freeze",
-						    NULL);
+	g_autofree char *v2_file = g_build_filename(dir, "cgroup.freeze", NULL);
 
 	if (!marked(dir))
 		return FALSE;

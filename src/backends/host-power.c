@@ -51,8 +51,8 @@ gboolean host_power_wakeup_irq(const char *dir, int *irq, char **name)
 
 	*name = NULL;
 	if (host_power_read(dir, "pm_wakeup_irq", text) < 0 ||
-	    !g_ascii_string_to_unsigned(g_strchomp(text->str), 10, 1,
-					G_MAXINT, &n, NULL))
+	    !g_ascii_string_to_unsigned(g_strchomp(text->str), 10, 1, G_MAXINT,
+					&n, NULL))
 		return FALSE;
 	*irq = (int)n;
 	/* "name1, name2\n": the handlers sharing the line, first first. */

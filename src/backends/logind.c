@@ -47,12 +47,12 @@ struct logind;
 /* An inhibitor lock powerfs wants to hold, taken asynchronously. */
 struct inhibitor {
 	struct logind *li;
-	const char *mode;	/* "delay" or "block" */
-	char *why;		/* wanted while non-NULL (and logind is there) */
+	const char *mode; /* "delay" or "block" */
+	char *why;	  /* wanted while non-NULL (and logind is there) */
 	int fd;
-	gboolean pending;	/* an Inhibit call is on its way */
+	gboolean pending; /* an Inhibit call is on its way */
 	struct pf_timer *retry;
-	gint64 backoff_us;	/* 0 until logind refuses */
+	gint64 backoff_us; /* 0 until logind refuses */
 };
 
 /* The host kernel's counters, read around each sleep. */
@@ -68,20 +68,20 @@ struct logind {
 	struct backend base;
 	struct pf_clock *clock;
 	GDBusConnection *bus;
-	GCancellable *cancel;	/* every call in flight, cancelled at free */
+	GCancellable *cancel; /* every call in flight, cancelled at free */
 	guint prepare_sub;
 	guint name_watch;
 	gboolean present;
-	struct states_query *query;	/* asking for the states again */
+	struct states_query *query; /* asking for the states again */
 	guint states;
-	gboolean with_flags;	/* logind has SuspendWithFlags */
+	gboolean with_flags; /* logind has SuspendWithFlags */
 	gint64 suspend_timeout_us;
 	struct inhibitor delay, block;
-	int stats_dir;		/* the host kernel's suspend_stats, or -1 */
-	struct kernel_stats before;	/* at PrepareForSleep(true) */
-	char failed_step[32];		/* base.failed_step points here */
-	char *wake_irq_name;		/* base.wake_irq_name points here */
-	char *host_dir;			/* base.host_dir points here */
+	int stats_dir;		    /* the host kernel's suspend_stats, or -1 */
+	struct kernel_stats before; /* at PrepareForSleep(true) */
+	char failed_step[32];	    /* base.failed_step points here */
+	char *wake_irq_name;	    /* base.wake_irq_name points here */
+	char *host_dir;		    /* base.host_dir points here */
 	/* Our own suspend in progress. */
 	backend_done_func done;
 	gpointer data;
@@ -219,8 +219,7 @@ static void inhibitor_took(struct inhibitor *inh, int fd)
 	inh->backoff_us = 0;
 }
 
-static void on_inhibit_reply(GObject *source, GAsyncResult *res,
-			     gpointer data)
+static void on_inhibit_reply(GObject *source, GAsyncResult *res, gpointer data)
 {
 	struct inhibitor *inh = data;
 	g_autoptr(GError) error = NULL;
@@ -243,7 +242,7 @@ static void on_inhibit_reply(GObject *source, GAsyncResult *res,
 		return;
 	}
 	inhibitor_took(inh, fd);
-	inhibitor_update(inh);	/* the wish may have changed meanwhile */
+	inhibitor_update(inh); /* the wish may have changed meanwhile */
 }
 
 static void inhibitor_call(struct inhibitor *inh)
@@ -370,7 +369,7 @@ static void logind_back(struct logind *li, guint states)
 	g_message("logind is back");
 	li->states = states;
 	li->present = TRUE;
-	li->with_flags = TRUE;	/* it may be a newer logind */
+	li->with_flags = TRUE; /* it may be a newer logind */
 	inhibitor_update(&li->delay);
 	inhibitor_update(&li->block);
 }
@@ -408,8 +407,8 @@ static void ask_verb(struct states_query *q)
 	g_dbus_connection_call(li->bus, LOGIND_NAME, LOGIND_PATH,
 			       LOGIND_MANAGER, verbs[q->verb].method, NULL,
 			       G_VARIANT_TYPE("(s)"),
-			       G_DBUS_CALL_FLAGS_NO_AUTO_START, -1,
-			       li->cancel, on_verb_reply, q);
+			       G_DBUS_CALL_FLAGS_NO_AUTO_START, -1, li->cancel,
+			       on_verb_reply, q);
 }
 
 /* --- the host kernel's verdict -------------------------------------------- */
@@ -451,8 +450,8 @@ static gboolean read_stat_number(int dir, const char *name, gint64 *value)
 	char buf[32];
 
 	return read_stat(dir, name, buf, sizeof(buf)) &&
-	       g_ascii_string_to_signed(buf, 10, G_MININT64, G_MAXINT64,
-					value, NULL);
+	       g_ascii_string_to_signed(buf, 10, G_MININT64, G_MAXINT64, value,
+					NULL);
 }
 
 static void read_kernel_stats(int dir, struct kernel_stats *ks)
@@ -603,18 +602,17 @@ static void on_sleep_reply(GObject *source, GAsyncResult *res, gpointer data)
 	reply = g_dbus_connection_call_finish(G_DBUS_CONNECTION(source), res,
 					      &error);
 	if (reply || cancelled(error))
-		return;	/* queued: PrepareForSleep tells the rest */
+		return; /* queued: PrepareForSleep tells the rest */
 	sleep_failed(data, error);
 }
 
 static void call_sleep(struct logind *li)
 {
 	/* false: never ask the user to authenticate. */
-	g_dbus_connection_call(li->bus, LOGIND_NAME, LOGIND_PATH,
-			       LOGIND_MANAGER, sleep_verb(li),
-			       g_variant_new("(b)", FALSE), NULL,
-			       G_DBUS_CALL_FLAGS_NONE, -1, li->cancel,
-			       on_sleep_reply, li);
+	g_dbus_connection_call(
+		li->bus, LOGIND_NAME, LOGIND_PATH, LOGIND_MANAGER,
+		sleep_verb(li), g_variant_new("(b)", FALSE), NULL,
+		G_DBUS_CALL_FLAGS_NONE, -1, li->cancel, on_sleep_reply, li);
 }
 
 /* A logind older than systemd 246 lacks the WithFlags methods: plain
@@ -647,8 +645,8 @@ static void on_sleep_with_flags_reply(GObject *source, GAsyncResult *res,
  * every other user's block inhibitor. */
 static void call_sleep_with_flags(struct logind *li)
 {
-	g_autofree char *method = g_strconcat(sleep_verb(li), "WithFlags",
-					      NULL);
+	g_autofree char *method =
+		g_strconcat(sleep_verb(li), "WithFlags", NULL);
 
 	g_dbus_connection_call(li->bus, LOGIND_NAME, LOGIND_PATH,
 			       LOGIND_MANAGER, method,
@@ -709,7 +707,7 @@ static void logind_appeared(GDBusConnection *bus, const char *name,
 		return;
 	q = g_new0(struct states_query, 1);
 	q->li = li;
-	li->query = q;	/* an older one is stale now */
+	li->query = q; /* an older one is stale now */
 	ask_verb(q);
 }
 
@@ -769,11 +767,11 @@ struct backend *backend_logind_new(struct pf_clock *clock,
 	if (!bus) {
 		const char *addr = g_getenv("DBUS_SYSTEM_BUS_ADDRESS");
 
-		g_prefix_error(error, "--backend=logind talks to "
+		g_prefix_error(error,
+			       "--backend=logind talks to "
 			       "systemd-logind over the system D-Bus, which "
 			       "is not reachable at %s: ",
-			       addr ? addr :
-				      "/run/dbus/system_bus_socket");
+			       addr ? addr : "/run/dbus/system_bus_socket");
 		return NULL;
 	}
 	li = g_new0(struct logind, 1);

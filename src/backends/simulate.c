@@ -16,7 +16,7 @@ struct simulate {
 	backend_done_func done;
 	gpointer data;
 	gint64 slept_at;
-	gboolean woken;		/* by a wakeup event, not the time */
+	gboolean woken; /* by a wakeup event, not the time */
 };
 
 static guint simulate_states(struct backend *be)
@@ -49,13 +49,12 @@ static int simulate_suspend(struct backend *be, enum pm_state state,
 	struct simulate *sim = (struct simulate *)be;
 
 	g_debug("simulating %s for up to %u ms", pm_state_label(state),
-		  sim->sleep_ms);
+		sim->sleep_ms);
 	sim->done = done;
 	sim->data = data;
 	sim->slept_at = pf_clock_now(sim->clock);
 	sim->woken = FALSE;
-	pf_timer_arm(sim->wakeup,
-		     sim->slept_at + (gint64)sim->sleep_ms * 1000);
+	pf_timer_arm(sim->wakeup, sim->slept_at + (gint64)sim->sleep_ms * 1000);
 	/* Nothing is frozen here; but where the kernel's freezer would
 	 * strike, every wait in powerfs ends as it would. */
 	if (sim->base.listener)

@@ -63,11 +63,11 @@ struct sysfs_backend {
 	backend_done_func done;
 	gpointer data;
 	int error;
-	gint64 offset_before;	/* boottime - monotonic, us */
-	gint64 wait_until;	/* chained: how long to wait for the sleep */
+	gint64 offset_before; /* boottime - monotonic, us */
+	gint64 wait_until;    /* chained: how long to wait for the sleep */
 	struct pf_timer *poll;
 	char failed_step[32];
-	char *wake_irq_name;	/* base.wake_irq_name points here */
+	char *wake_irq_name; /* base.wake_irq_name points here */
 };
 
 /* Time the host spent asleep since boot, in us. */
@@ -91,8 +91,8 @@ struct write_job {
 	char *dir;
 	const char *label;
 	char failed_step[32];
-	gboolean answered_early;	/* DIR has not counted the attempt */
-	gboolean settle;	/* wait SETTLE_US first */
+	gboolean answered_early; /* DIR has not counted the attempt */
+	gboolean settle;	 /* wait SETTLE_US first */
 };
 
 static void write_job_free(gpointer data)
@@ -123,8 +123,8 @@ static gint64 attempts_counted(const char *dir)
 	gint64 sum = 0;
 
 	for (gsize i = 0; i < G_N_ELEMENTS(names); i++) {
-		g_autofree char *path = g_build_filename(dir, "suspend_stats",
-							 names[i], NULL);
+		g_autofree char *path =
+			g_build_filename(dir, "suspend_stats", names[i], NULL);
 		g_autofree char *text = NULL;
 
 		if (!g_file_get_contents(path, &text, NULL, NULL))
@@ -174,9 +174,9 @@ static void finish(struct sysfs_backend *sb)
 	sb->base.failed_step = sb->failed_step[0] ? sb->failed_step : NULL;
 	g_free(sb->wake_irq_name);
 	sb->wake_irq_name = NULL;
-	if (!sb->error && host_power_wakeup_irq(sb->base.host_dir,
-						&sb->base.wake_irq,
-						&sb->wake_irq_name))
+	if (!sb->error &&
+	    host_power_wakeup_irq(sb->base.host_dir, &sb->base.wake_irq,
+				  &sb->wake_irq_name))
 		sb->base.wake_irq_name = sb->wake_irq_name;
 	if (sb->base.listener)
 		sb->base.listener->resumed(sb->error, sb->base.listener->data);
@@ -196,8 +196,8 @@ static void poll_for_the_sleep(gpointer data)
 	if (host_slept(sb) || now >= sb->wait_until)
 		finish(sb);
 	else
-		pf_timer_arm(sb->poll, MIN(now + CHAINED_POLL_US,
-					   sb->wait_until));
+		pf_timer_arm(sb->poll,
+			     MIN(now + CHAINED_POLL_US, sb->wait_until));
 }
 
 static void write_done(GObject *source, GAsyncResult *res, gpointer data)

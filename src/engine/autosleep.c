@@ -31,14 +31,14 @@ struct autosleep {
 	struct wakeup_engine *engine;
 	struct suspend *suspend;
 	struct pf_clock *clock;
-	struct wakeup_source *ws;	/* "autosleep": one event per change */
+	struct wakeup_source *ws; /* "autosleep": one event per change */
 	enum pm_state state;
-	gboolean running;	/* a run of the work is in progress */
-	gboolean queued;	/* the work runs (again) when it can */
+	gboolean running; /* a run of the work is in progress */
+	gboolean queued;  /* the work runs (again) when it can */
 	struct wakeup_waiter *idle_wait;
 	struct pf_timer *pause;
 	guint initial_count;
-	gint64 backoff_us;	/* after a backend failure; 0 after success */
+	gint64 backoff_us; /* after a backend failure; 0 after success */
 };
 
 struct set_request {
@@ -83,12 +83,17 @@ static void pause_then_end(struct autosleep *as, gint64 pause_us)
 static void back_off(struct autosleep *as, int error)
 {
 	as->backoff_us = as->backoff_us ?
-		MIN(as->backoff_us * 2, MAX_BACKOFF_US) : MIN_BACKOFF_US;
+				 MIN(as->backoff_us * 2, MAX_BACKOFF_US) :
+				 MIN_BACKOFF_US;
 	g_warning("autosleep: suspend failed (%s), next attempt in %.1f s",
 		  g_strerror(-error), as->backoff_us / (double)G_USEC_PER_SEC);
-	pf_events_publish(wakeup_events(as->engine), &(struct pf_event){
-		.type = PF_EVENT_BACKOFF, .error = error,
-		.pause_ms = (guint)(as->backoff_us / (G_USEC_PER_SEC / 1000)) });
+	pf_events_publish(
+		wakeup_events(as->engine),
+		&(struct pf_event){ .type = PF_EVENT_BACKOFF,
+				    .error = error,
+				    .pause_ms =
+					    (guint)(as->backoff_us /
+						    (G_USEC_PER_SEC / 1000)) });
 	pause_then_end(as, as->backoff_us);
 }
 
@@ -170,8 +175,8 @@ static void pause_over(gpointer data)
 	run_end(data, TRUE);
 }
 
-struct autosleep *autosleep_new(struct wakeup_engine *engine,
-				struct suspend *s, struct pf_clock *clock)
+struct autosleep *autosleep_new(struct wakeup_engine *engine, struct suspend *s,
+				struct pf_clock *clock)
 {
 	struct autosleep *as = g_new0(struct autosleep, 1);
 
@@ -209,8 +214,8 @@ enum pm_state autosleep_state(const struct autosleep *as)
 static void apply_state(struct autosleep *as, enum pm_state state)
 {
 	if (state != as->state)
-		g_info("autosleep %s", state == PM_ON ? "off" :
-							pm_state_label(state));
+		g_info("autosleep %s",
+		       state == PM_ON ? "off" : pm_state_label(state));
 	as->state = state;
 	wakeup_source_relax(as->ws);
 	wakeup_set_autosleep(as->engine, state != PM_ON);
@@ -225,9 +230,12 @@ static void apply_state(struct autosleep *as, enum pm_state state)
  * writer is answered. */
 static void switched(struct set_request *req)
 {
-	pf_events_publish(wakeup_events(req->as->engine), &(struct pf_event){
-		.type = PF_EVENT_AUTOSLEEP, .state = req->state,
-		.caller = req->has_caller ? &req->caller : NULL });
+	pf_events_publish(wakeup_events(req->as->engine),
+			  &(struct pf_event){ .type = PF_EVENT_AUTOSLEEP,
+					      .state = req->state,
+					      .caller = req->has_caller ?
+								&req->caller :
+								NULL });
 }
 
 static void set_locked(gpointer data)
@@ -253,8 +261,8 @@ void autosleep_restore_state(struct autosleep *as, enum pm_state state)
 }
 
 int autosleep_set_state(struct autosleep *as, enum pm_state state,
-			const struct pf_caller *caller,
-			backend_done_func done, gpointer data)
+			const struct pf_caller *caller, backend_done_func done,
+			gpointer data)
 {
 	struct set_request *req;
 
@@ -265,9 +273,11 @@ int autosleep_set_state(struct autosleep *as, enum pm_state state,
 	 * wakes a suspend in progress and fails a pending handshake. */
 	wakeup_source_stay_awake(as->ws);
 	req = g_new0(struct set_request, 1);
-	*req = (struct set_request){ .as = as, .state = state,
+	*req = (struct set_request){ .as = as,
+				     .state = state,
 				     .has_caller = caller != NULL,
-				     .done = done, .data = data };
+				     .done = done,
+				     .data = data };
 	if (caller)
 		req->caller = *caller;
 	if (!suspend_lock(as->suspend, set_locked, req))

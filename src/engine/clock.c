@@ -12,16 +12,16 @@
 struct pf_clock {
 	gboolean fake;
 	gint64 fake_now;
-	gint64 fake_slept;	/* the fake host's sleeps, for the boot clock */
-	GList *fake_timers;	/* struct pf_timer *, armed or not */
+	gint64 fake_slept;  /* the fake host's sleeps, for the boot clock */
+	GList *fake_timers; /* struct pf_timer *, armed or not */
 };
 
 struct pf_timer {
 	struct pf_clock *clock;
 	pf_timer_func func;
 	gpointer data;
-	gint64 deadline;	/* -1 = disarmed */
-	GSource *source;	/* real clock only */
+	gint64 deadline; /* -1 = disarmed */
+	GSource *source; /* real clock only */
 };
 
 struct timer_source {
@@ -66,8 +66,7 @@ static gint64 clock_ns(clockid_t id)
 
 gint64 pf_clock_mono_ns(struct pf_clock *clock)
 {
-	return clock->fake ? clock->fake_now * 1000 :
-			     clock_ns(CLOCK_MONOTONIC);
+	return clock->fake ? clock->fake_now * 1000 : clock_ns(CLOCK_MONOTONIC);
 }
 
 /* boottime - monotonic, between two readings of the monotonic clock that

@@ -8,15 +8,15 @@ struct subscriber {
 };
 
 struct pf_events {
-	GArray *subscribers;	/* struct subscriber, in order */
+	GArray *subscribers; /* struct subscriber, in order */
 };
 
 struct pf_events *pf_events_new(void)
 {
 	struct pf_events *events = g_new0(struct pf_events, 1);
 
-	events->subscribers = g_array_new(FALSE, FALSE,
-					  sizeof(struct subscriber));
+	events->subscribers =
+		g_array_new(FALSE, FALSE, sizeof(struct subscriber));
 	return events;
 }
 

@@ -18,8 +18,8 @@ struct lock_waiter {
 
 /* An attempt as its events tell it. */
 struct attempt {
-	enum pm_state state;	/* PM_ON: someone else's sleep */
-	const char *by;		/* "state", "autosleep", "host" or "" */
+	enum pm_state state; /* PM_ON: someone else's sleep */
+	const char *by;	     /* "state", "autosleep", "host" or "" */
 	struct pf_caller caller;
 	gboolean has_caller;
 };
@@ -29,23 +29,23 @@ struct suspend {
 	struct backend *backend;
 	struct wakeup_reason *reasons;
 	gboolean locked;
-	GQueue lock_queue;	/* struct lock_waiter * */
-	gboolean sleeping;	/* the backend is entering a state */
-	enum pm_state state;	/* the one it is entering */
+	GQueue lock_queue;   /* struct lock_waiter * */
+	gboolean sleeping;   /* the backend is entering a state */
+	enum pm_state state; /* the one it is entering */
 	backend_done_func done;
 	gpointer done_data;
 	struct suspend_stats stats;
 	struct pm_settings settings;
 	struct backend_listener listener;
-	gboolean external_sleep;	/* started by someone else */
-	gboolean host_asleep;	/* between sleeping(TRUE) and resumed() */
-	wakeup_func sleeping_func;	/* of the attempt in progress */
+	gboolean external_sleep;   /* started by someone else */
+	gboolean host_asleep;	   /* between sleeping(TRUE) and resumed() */
+	wakeup_func sleeping_func; /* of the attempt in progress */
 	gpointer sleeping_data;
 	gboolean shutting_down;
-	struct attempt origin;	/* of the next attempt */
-	struct attempt attempt;	/* the one in progress */
-	struct attempt external;	/* someone else's sleep */
-	GHashTable *wake_sources;	/* name -> the backend's sources */
+	struct attempt origin;	  /* of the next attempt */
+	struct attempt attempt;	  /* the one in progress */
+	struct attempt external;  /* someone else's sleep */
+	GHashTable *wake_sources; /* name -> the backend's sources */
 };
 
 static const struct attempt no_origin = { .by = "" };
@@ -54,10 +54,14 @@ static void publish_attempt(struct suspend *s, enum pf_event_type type,
 			    const struct attempt *a, int error,
 			    const char *step)
 {
-	pf_events_publish(wakeup_events(s->engine), &(struct pf_event){
-		.type = type, .state = a->state, .by = a->by,
-		.caller = a->has_caller ? &a->caller : NULL, .error = error,
-		.step = step });
+	pf_events_publish(
+		wakeup_events(s->engine),
+		&(struct pf_event){ .type = type,
+				    .state = a->state,
+				    .by = a->by,
+				    .caller = a->has_caller ? &a->caller : NULL,
+				    .error = error,
+				    .step = step });
 }
 
 static const char *const state_labels[PM_NR_STATES] = {
@@ -106,17 +110,17 @@ void backend_clear_wakeup(struct backend *be)
 /* The kernel's suspend steps (suspend_stat_step), in the order of the
  * failed_* counters. */
 static const char *const steps[] = {
-	"freeze", "prepare", "suspend", "suspend_late", "suspend_noirq",
-	"resume_noirq", "resume_early", "resume",
+	"freeze",	 "prepare",	 "suspend",	 "suspend_late",
+	"suspend_noirq", "resume_noirq", "resume_early", "resume",
 };
 
 static int *step_counter(struct suspend_stats *st, gsize step)
 {
 	int *counters[G_N_ELEMENTS(steps)] = {
-		&st->failed_freeze, &st->failed_prepare, &st->failed_suspend,
-		&st->failed_suspend_late, &st->failed_suspend_noirq,
-		&st->failed_resume_noirq, &st->failed_resume_early,
-		&st->failed_resume,
+		&st->failed_freeze,	   &st->failed_prepare,
+		&st->failed_suspend,	   &st->failed_suspend_late,
+		&st->failed_suspend_noirq, &st->failed_resume_noirq,
+		&st->failed_resume_early,  &st->failed_resume,
 	};
 
 	return counters[step];
@@ -218,7 +222,7 @@ static gboolean system_sleeping(gboolean host, gpointer data)
 
 		s->sleeping_func = NULL;
 		func(s->sleeping_data);
-		answered = TRUE;	/* the state write */
+		answered = TRUE; /* the state write */
 	}
 	pf_events_publish(wakeup_events(s->engine), &ev);
 	return answered || ev.answered;
@@ -230,8 +234,9 @@ static void system_resumed(int error, gpointer data)
 
 	if (s->host_asleep) {
 		s->host_asleep = FALSE;
-		pf_events_publish(wakeup_events(s->engine), &(struct pf_event){
-			.type = PF_EVENT_RESUMED });
+		pf_events_publish(
+			wakeup_events(s->engine),
+			&(struct pf_event){ .type = PF_EVENT_RESUMED });
 	}
 	/* Our own suspends are counted when the backend answers. */
 	if (!s->external_sleep)
@@ -255,8 +260,7 @@ static void system_resumed(int error, gpointer data)
 	wakeup_notify_changed(s->engine, NULL);
 }
 
-void suspend_when_sleeping(struct suspend *s, wakeup_func func,
-			   gpointer data)
+void suspend_when_sleeping(struct suspend *s, wakeup_func func, gpointer data)
 {
 	g_return_if_fail(s->sleeping);
 	s->sleeping_func = func;
@@ -291,8 +295,8 @@ struct suspend *suspend_new(struct wakeup_engine *engine,
 	s->engine = engine;
 	s->backend = backend;
 	s->reasons = reasons;
-	s->wake_sources = g_hash_table_new_full(g_str_hash, g_str_equal,
-						g_free, NULL);
+	s->wake_sources =
+		g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
 	backend_clear_wakeup(backend);
 	g_queue_init(&s->lock_queue);
 	s->stats.last_failed_dev = "";
@@ -311,8 +315,8 @@ struct suspend *suspend_new(struct wakeup_engine *engine,
 			break;
 		}
 	s->origin = no_origin;
-	s->listener = (struct backend_listener){ system_sleeping,
-						 system_resumed, s };
+	s->listener =
+		(struct backend_listener){ system_sleeping, system_resumed, s };
 	backend->listener = &s->listener;
 	pf_events_subscribe(wakeup_events(engine),
 			    PF_EVENT_BIT(PF_EVENT_WAKEUP), on_wakeup_event, s);
@@ -405,7 +409,6 @@ void suspend_unlock(struct suspend *s)
 	g_free(w);
 }
 
-
 /* Every attempt ends here: it ends the handshake and counts in the stats. */
 static void attempt_finished(struct suspend *s, int error)
 {
@@ -460,15 +463,14 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 	if (wakeup_pending(s->engine)) {
 		g_autoptr(GString) why = g_string_new(NULL);
 
-		wakeup_describe_active(s->engine, why,
-				       WAKEUP_REASON_TEXT_MAX);
+		wakeup_describe_active(s->engine, why, WAKEUP_REASON_TEXT_MAX);
 		wakeup_reason_log_abort(s->reasons, why->str);
 		wakeup_reason_end(s->reasons, -1);
 		wakeup_end_handshake(s->engine);
 		record_failure(s, -EBUSY, "freeze");
 		wakeup_notify_changed(s->engine, NULL);
 		g_message("suspend to %s aborted: wakeup event pending",
-		       pm_state_label(state));
+			  pm_state_label(state));
 		publish_attempt(s, PF_EVENT_ATTEMPT_END, &s->attempt, -EBUSY,
 				"freeze");
 		return -EBUSY;
@@ -491,7 +493,7 @@ int suspend_enter(struct suspend *s, enum pm_state state,
 	s->state = state;
 	s->done = done;
 	s->done_data = data;
-	s->backend->failed_step = NULL;	/* no step left from before */
+	s->backend->failed_step = NULL; /* no step left from before */
 	s->backend->freeze_timeout_ms = s->settings.freeze_timeout_ms;
 	ret = s->backend->ops->suspend(s->backend, state, on_resumed, s);
 	if (ret != PF_PENDING) {

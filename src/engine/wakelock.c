@@ -24,18 +24,18 @@
 
 struct wakelock {
 	struct wakeup_source *ws;
-	GList lru;		/* in wakelocks->lru, most recently used first */
+	GList lru; /* in wakelocks->lru, most recently used first */
 };
 
 struct wakelocks {
 	struct wakeup_engine *engine;
 	struct pf_clock *clock;
-	GHashTable *by_name;	/* name (the source's) -> struct wakelock */
+	GHashTable *by_name; /* name (the source's) -> struct wakelock */
 	GQueue lru;
 	guint limit;
 	gint64 gc_idle_us;
 	guint unlocks_since_gc;
-	guint gc_more;		/* idle source finishing a collection */
+	guint gc_more; /* idle source finishing a collection */
 };
 
 struct wakelocks *wakelocks_new(struct wakeup_engine *engine,
@@ -114,11 +114,14 @@ int wakelocks_lock(struct wakelocks *wls, const char *name, gsize len,
 	/* Round up to whole milliseconds.  Deviation: the kernel's
 	 * arithmetic wraps for the largest values; cap instead. */
 	guint64 ms = timeout_ns / 1000000 + (timeout_ns % 1000000 != 0);
-	struct pf_event ev = { .type = PF_EVENT_LOCK, .caller = caller,
-			       .name = name, .len = len,
+	struct pf_event ev = { .type = PF_EVENT_LOCK,
+			       .caller = caller,
+			       .name = name,
+			       .len = len,
 			       .timeout_ms = (guint32)MIN(ms, G_MAXUINT32),
 			       .created = !wl,
-			       .was_active = wl && wakeup_source_active(wl->ws) };
+			       .was_active =
+				       wl && wakeup_source_active(wl->ws) };
 
 	if (!wl) {
 		if (wls->limit && g_hash_table_size(wls->by_name) >= wls->limit)
@@ -155,14 +158,14 @@ static void collect_garbage(struct wakelocks *wls)
 		if (!wakeup_source_active(wl->ws)) {
 			if (destroyed == GC_BATCH) {
 				if (!wls->gc_more)
-					wls->gc_more = g_idle_add(collect_more,
-								  wls);
+					wls->gc_more =
+						g_idle_add(collect_more, wls);
 				break;
 			}
-			pf_events_publish(wakeup_events(wls->engine),
-					  &(struct pf_event){
-						  .type = PF_EVENT_GC,
-						  .source = wl->ws });
+			pf_events_publish(
+				wakeup_events(wls->engine),
+				&(struct pf_event){ .type = PF_EVENT_GC,
+						    .source = wl->ws });
 			wakelock_destroy(wls, wl);
 			destroyed++;
 		}
@@ -177,7 +180,7 @@ static gboolean collect_more(gpointer data)
 
 	wls->gc_more = 0;
 	collect_garbage(wls);
-	wls->unlocks_since_gc = unlocks;	/* not a collection of its own */
+	wls->unlocks_since_gc = unlocks; /* not a collection of its own */
 	return G_SOURCE_REMOVE;
 }
 
@@ -189,9 +192,13 @@ int wakelocks_unlock(struct wakelocks *wls, const char *name, gsize len,
 	if (!wl)
 		return -EINVAL;
 	/* Before the unlock: it may collect garbage, which comes after. */
-	pf_events_publish(wakeup_events(wls->engine), &(struct pf_event){
-		.type = PF_EVENT_UNLOCK, .caller = caller, .name = name,
-		.len = len, .was_active = wakeup_source_active(wl->ws) });
+	pf_events_publish(wakeup_events(wls->engine),
+			  &(struct pf_event){
+				  .type = PF_EVENT_UNLOCK,
+				  .caller = caller,
+				  .name = name,
+				  .len = len,
+				  .was_active = wakeup_source_active(wl->ws) });
 	wakeup_source_relax(wl->ws);
 	mark_used(wls, wl);
 	if (++wls->unlocks_since_gc > GC_EVERY)
@@ -220,8 +227,7 @@ static gint compare_names(gconstpointer a, gconstpointer b)
 /* Like sysfs_emit_at() into a page: the content stops at 4095 bytes. */
 #define SHOW_MAX 4095
 
-void wakelocks_show(const struct wakelocks *wls, gboolean active,
-		    GString *out)
+void wakelocks_show(const struct wakelocks *wls, gboolean active, GString *out)
 {
 	g_autoptr(GPtrArray) names = g_ptr_array_new();
 	gsize start = out->len, len = 0;
@@ -262,8 +268,8 @@ struct visit_locks {
 static void visit_if_lock(const struct wakeup_source *ws, gpointer data)
 {
 	struct visit_locks *v = data;
-	struct wakelock *wl = g_hash_table_lookup(v->wls->by_name,
-						  wakeup_source_name(ws));
+	struct wakelock *wl =
+		g_hash_table_lookup(v->wls->by_name, wakeup_source_name(ws));
 
 	if (wl && wl->ws == ws)
 		v->visit(ws, v->data);
@@ -277,8 +283,7 @@ void wakelocks_foreach(const struct wakelocks *wls, wakeup_source_visit visit,
 	wakeup_foreach_source_oldest_first(wls->engine, visit_if_lock, &v);
 }
 
-struct wakeup_source *wakelocks_restore(struct wakelocks *wls,
-					const char *name)
+struct wakeup_source *wakelocks_restore(struct wakelocks *wls, const char *name)
 {
 	gsize len = strlen(name);
 	struct wakelock *wl = lookup(wls, name, len);

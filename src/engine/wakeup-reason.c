@@ -26,13 +26,13 @@ struct wakeup_irq {
 
 struct wakeup_reason {
 	struct pf_clock *clock;
-	gboolean capturing;	/* an attempt is under way */
+	gboolean capturing; /* an attempt is under way */
 	enum reason_kind kind;
-	GArray *irqs;		/* struct wakeup_irq, ascending, no twice */
-	char text[WAKEUP_REASON_TEXT_MAX];	/* of an abort or RESUME_ABNORMAL */
+	GArray *irqs; /* struct wakeup_irq, ascending, no twice */
+	char text[WAKEUP_REASON_TEXT_MAX]; /* of an abort or RESUME_ABNORMAL */
 	gint64 begin_mono, begin_slept;
-	gint64 awake_ns, asleep_ns;	/* of the last attempt that ended */
-	char *restored;		/* the reasons shown before a restart */
+	gint64 awake_ns, asleep_ns; /* of the last attempt that ended */
+	char *restored;		    /* the reasons shown before a restart */
 };
 
 /* A sysfs attribute's content: one page, its last byte the NUL. */
@@ -116,8 +116,7 @@ void wakeup_reason_log_abnormal(struct wakeup_reason *wr, const char *text)
 	log_text(wr, RESUME_ABNORMAL, text);
 }
 
-void wakeup_reason_log_irq(struct wakeup_reason *wr, int irq,
-			   const char *name)
+void wakeup_reason_log_irq(struct wakeup_reason *wr, int irq, const char *name)
 {
 	struct wakeup_irq n = { irq, NULL };
 	guint i;
@@ -188,8 +187,8 @@ void wakeup_reason_show_resume(const struct wakeup_reason *wr, GString *out)
 		break;
 	case RESUME_IRQ:
 		for (guint i = 0; i < wr->irqs->len; i++) {
-			const struct wakeup_irq *p = &g_array_index(
-				wr->irqs, struct wakeup_irq, i);
+			const struct wakeup_irq *p =
+				&g_array_index(wr->irqs, struct wakeup_irq, i);
 
 			append_capped(out, start, "%d %s\n", p->irq, p->name);
 		}
@@ -205,8 +204,7 @@ void wakeup_reason_show_times(const struct wakeup_reason *wr, GString *out)
 
 	g_string_append_printf(out,
 			       "%" G_GINT64_FORMAT ".%09" G_GINT64_FORMAT
-			       " %" G_GINT64_FORMAT ".%09" G_GINT64_FORMAT
-			       "\n",
+			       " %" G_GINT64_FORMAT ".%09" G_GINT64_FORMAT "\n",
 			       wr->awake_ns / sec, wr->awake_ns % sec,
 			       wr->asleep_ns / sec, wr->asleep_ns % sec);
 }

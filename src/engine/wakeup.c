@@ -19,12 +19,12 @@
 struct wakeup_source {
 	struct wakeup_engine *engine;
 	char *name;
-	GList link;		/* in engine->sources, newest first */
-	guint id;		/* lowest free at registration (IDA) */
-	guint64 serial;		/* never reused: identifies the object */
+	GList link;	/* in engine->sources, newest first */
+	guint id;	/* lowest free at registration (IDA) */
+	guint64 serial; /* never reused: identifies the object */
 	gboolean unregistering;
-	GSequenceIter *timer_node;	/* in engine->timeouts, if armed */
-	gint64 timer_expires;	/* 0 = no timeout armed */
+	GSequenceIter *timer_node; /* in engine->timeouts, if armed */
+	gint64 timer_expires;	   /* 0 = no timeout armed */
 	gint64 total_time, max_time, last_time;
 	gint64 start_prevent_time, prevent_sleep_time;
 	gulong event_count, active_count, relax_count, expire_count,
@@ -42,17 +42,17 @@ struct wakeup_waiter {
 struct wakeup_engine {
 	struct pf_clock *clock;
 	GQueue sources;
-	GHashTable *by_id;	/* id -> source (/sys/class/wakeup/wakeupN) */
-	guint id_hint;		/* every id below it is taken */
+	GHashTable *by_id; /* id -> source (/sys/class/wakeup/wakeupN) */
+	guint id_hint;	   /* every id below it is taken */
 	guint64 next_serial;
-	gsize row_bytes_bound;	/* for wakeup_stats_size_bound() */
-	struct wakeup_source deleted;	/* statistics of removed sources */
-	guint registered;	/* completed events */
-	guint in_progress;	/* active sources */
+	gsize row_bytes_bound;	      /* for wakeup_stats_size_bound() */
+	struct wakeup_source deleted; /* statistics of removed sources */
+	guint registered;	      /* completed events */
+	guint in_progress;	      /* active sources */
 	guint saved_count;
-	gboolean events_check_enabled;	/* the handshake is armed */
+	gboolean events_check_enabled; /* the handshake is armed */
 	gboolean autosleep;
-	GSequence *timeouts;	/* sources with a timeout, by deadline */
+	GSequence *timeouts; /* sources with a timeout, by deadline */
 	struct pf_timer *timeout_timer;
 	GQueue waiters;
 	struct pf_timer *waiter_timer;
@@ -232,8 +232,8 @@ static void timeout_disarm(struct wakeup_source *ws)
 		else
 			pf_timer_arm(e->timeout_timer,
 				     ((struct wakeup_source *)g_sequence_get(
-					     g_sequence_get_begin_iter(
-						     e->timeouts)))
+					      g_sequence_get_begin_iter(
+						      e->timeouts)))
 					     ->timer_expires);
 	}
 }
@@ -254,8 +254,8 @@ static void timeout_arm(struct wakeup_source *ws, gint64 expires)
 
 	timeout_disarm(ws);
 	ws->timer_expires = expires;
-	ws->timer_node = g_sequence_insert_sorted(e->timeouts, ws,
-						  by_deadline, NULL);
+	ws->timer_node =
+		g_sequence_insert_sorted(e->timeouts, ws, by_deadline, NULL);
 	if (ws->timer_node == g_sequence_get_begin_iter(e->timeouts))
 		pf_timer_arm(e->timeout_timer, expires);
 	wakeup_notify_changed(e, ws);
@@ -316,8 +316,9 @@ static void report_event(struct wakeup_source *ws)
 		source_activate(ws);
 	else
 		wakeup_notify_changed(e, ws);
-	pf_events_publish(e->events, &(struct pf_event){
-		.type = PF_EVENT_WAKEUP, .source = ws });
+	pf_events_publish(
+		e->events,
+		&(struct pf_event){ .type = PF_EVENT_WAKEUP, .source = ws });
 }
 
 void wakeup_source_stay_awake(struct wakeup_source *ws)
@@ -361,9 +362,10 @@ static void timeouts_expire(gpointer data)
 			return;
 		}
 		ws->expire_count++;
-		pf_events_publish(e->events, &(struct pf_event){
-			.type = PF_EVENT_EXPIRE, .source = ws });
-		source_deactivate(ws);	/* disarms, removing it */
+		pf_events_publish(e->events,
+				  &(struct pf_event){ .type = PF_EVENT_EXPIRE,
+						      .source = ws });
+		source_deactivate(ws); /* disarms, removing it */
 	}
 }
 
@@ -468,8 +470,7 @@ static void waiters_run(gpointer data)
 }
 
 /* scnprintf() into a buffer of max bytes holding out->len already. */
-static void append_capped(GString *out, gsize max, const char *a,
-			  const char *b)
+static void append_capped(GString *out, gsize max, const char *a, const char *b)
 {
 	if (out->len + 1 < max)
 		g_string_append_len(out, a, MIN(strlen(a), max - 1 - out->len));
@@ -501,12 +502,11 @@ void wakeup_describe_active(const struct wakeup_engine *e, GString *out,
 		}
 	}
 	if (!active && last)
-		append_capped(out, max, "Last active Wakeup Source: ",
-			      last->name);
+		append_capped(out, max,
+			      "Last active Wakeup Source: ", last->name);
 }
 
-const struct wakeup_source *wakeup_first_active(
-	const struct wakeup_engine *e)
+const struct wakeup_source *wakeup_first_active(const struct wakeup_engine *e)
 {
 	for (GList *l = e->sources.head; l; l = l->next)
 		if (((struct wakeup_source *)l->data)->active)
@@ -574,7 +574,7 @@ static char *put_row_numbers(char *p, const struct wakeup_stats *st)
 		memcpy(p, "\t\t", 2);
 		p += 2;
 	}
-	p[-2] = '\n';		/* the last field ends the row */
+	p[-2] = '\n'; /* the last field ends the row */
 	return p - 1;
 }
 
@@ -640,7 +640,8 @@ static const struct wakeup_source *row_source(const struct wakeup_engine *e,
 	if (*at)
 		return (*at)->data;
 	return row == g_queue_get_length((GQueue *)&e->sources) + 1 ?
-		       &e->deleted : NULL;
+		       &e->deleted :
+		       NULL;
 }
 
 gboolean wakeup_print_rows(const struct wakeup_engine *e, guint *row,
@@ -795,6 +796,7 @@ void wakeup_restore_counts(struct wakeup_engine *e, guint registered,
 
 void wakeup_notify_changed(struct wakeup_engine *e, struct wakeup_source *ws)
 {
-	pf_events_publish(e->events, &(struct pf_event){
-		.type = PF_EVENT_CHANGED, .source = ws });
+	pf_events_publish(
+		e->events,
+		&(struct pf_event){ .type = PF_EVENT_CHANGED, .source = ws });
 }

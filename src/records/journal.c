@@ -67,30 +67,30 @@
 
 /* wakeup_count reads that were not given a line of their own. */
 struct reads {
-	guint64 n;		/* 0: none pending */
-	gint64 t0, wall0;	/* the first one's times */
-	gint64 t, wall;		/* the last one's */
-	gint64 flush_at;	/* g_get_monotonic_time() to write them by */
-	guint count;		/* the count the last one returned */
-	pid_t pid;		/* the last one's reader */
+	guint64 n;	  /* 0: none pending */
+	gint64 t0, wall0; /* the first one's times */
+	gint64 t, wall;	  /* the last one's */
+	gint64 flush_at;  /* g_get_monotonic_time() to write them by */
+	guint count;	  /* the count the last one returned */
+	pid_t pid;	  /* the last one's reader */
 	guint nuids;
 	struct {
 		uid_t uid;
 		guint64 n;
 	} uids[READS_UIDS];
-	guint64 other_uids;	/* reads by further uids */
+	guint64 other_uids; /* reads by further uids */
 };
 
 /* The start of a suspend attempt, until its end is recorded. */
 struct attempt_start {
-	gint64 t, wall;		/* monotonic, wall; microseconds */
+	gint64 t, wall; /* monotonic, wall; microseconds */
 };
 
 struct caller_info {
-	guint64 pidns;		/* inode of /proc/PID/ns/pid */
-	GString *fields;	/* its ",\"cgroup\":...,\"pidns\":N", made
+	guint64 pidns;	 /* inode of /proc/PID/ns/pid */
+	GString *fields; /* its ",\"cgroup\":...,\"pidns\":N", made
 				 * once: the same in every event */
-	gint64 checked;		/* monotonic time of the last look */
+	gint64 checked;	 /* monotonic time of the last look */
 };
 
 struct journal {
@@ -101,26 +101,26 @@ struct journal {
 
 	/* Taken by recorders and by the writer; nothing slow under it. */
 	GMutex lock;
-	GCond wake;		/* the writer: events, or closing */
-	GString *pending;	/* lines not yet handed to the writer */
-	guint64 lost;		/* events dropped since the last "lost" */
-	gboolean first;		/* the line being recorded is the first */
+	GCond wake;	  /* the writer: events, or closing */
+	GString *pending; /* lines not yet handed to the writer */
+	guint64 lost;	  /* events dropped since the last "lost" */
+	gboolean first;	  /* the line being recorded is the first */
 	gboolean closing;
 	GThread *writer;
 
 	/* Touched by the writer thread only. */
 	int fd;
 	guint64 size;
-	gboolean broken;	/* a write failed: said once */
+	gboolean broken; /* a write failed: said once */
 
 	/* The loop's own (recorders hold the loop lock). */
-	GHashTable *callers;	/* pid -> struct caller_info */
-	gint64 handshake_t;	/* a wakeup_count write armed it, or 0 */
-	struct attempt_start own;	/* powerfs's own attempt */
-	struct attempt_start host;	/* a sleep someone else started */
-	gint64 read_tat;	/* the readers' budget: when it is full again
+	GHashTable *callers;	   /* pid -> struct caller_info */
+	gint64 handshake_t;	   /* a wakeup_count write armed it, or 0 */
+	struct attempt_start own;  /* powerfs's own attempt */
+	struct attempt_start host; /* a sleep someone else started */
+	gint64 read_tat;	   /* the readers' budget: when it is full again
 				 * (a GCRA's theoretical arrival time) */
-	struct reads reads;	/* coalesced, not yet written */
+	struct reads reads;	   /* coalesced, not yet written */
 };
 
 /* --- JSON ------------------------------------------------------------- */
@@ -141,11 +141,21 @@ static void append_json_string(GString *out, const char *s, gsize len)
 		pf_string_append_len(out, run, p - run);
 		run = p + 1;
 		switch (c) {
-		case '"': pf_string_append(out, "\\\""); break;
-		case '\\': pf_string_append(out, "\\\\"); break;
-		case '\n': pf_string_append(out, "\\n"); break;
-		case '\t': pf_string_append(out, "\\t"); break;
-		case '\r': pf_string_append(out, "\\r"); break;
+		case '"':
+			pf_string_append(out, "\\\"");
+			break;
+		case '\\':
+			pf_string_append(out, "\\\\");
+			break;
+		case '\n':
+			pf_string_append(out, "\\n");
+			break;
+		case '\t':
+			pf_string_append(out, "\\t");
+			break;
+		case '\r':
+			pf_string_append(out, "\\r");
+			break;
 		default:
 			pf_string_append(out, "\\u00");
 			g_string_append_c(out, hex[c >> 4]);
@@ -183,8 +193,8 @@ static void append_name(GString *out, const char *name, gsize len,
 
 /* prefix (a short constant such as ",\"pid\":"), then a number: by hand
  * (text.h), as these go into every lock and unlock event. */
-static void append_number(GString *out, const char *prefix,
-			  gboolean negative, guint64 v)
+static void append_number(GString *out, const char *prefix, gboolean negative,
+			  guint64 v)
 {
 	char buf[32 + PF_DECIMAL_MAX], *p = buf;
 	gsize len = strlen(prefix);
@@ -261,7 +271,8 @@ static void say_broken(struct journal *j, const char *what, int err)
 		return;
 	j->broken = TRUE;
 	g_warning("journal %s: %s: %s (events are dropped until a write "
-		  "succeeds)", j->path, what, g_strerror(err));
+		  "succeeds)",
+		  j->path, what, g_strerror(err));
 }
 
 static gboolean write_all(struct journal *j, const char *buf, gsize len)
@@ -288,8 +299,10 @@ static gboolean write_all(struct journal *j, const char *buf, gsize len)
 static int open_journal_file(const char *path, int extra_flags)
 {
 	/* Read too: the last byte, for a torn line. */
-	return open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC |
-			  O_NOFOLLOW | extra_flags, 0600);
+	return open(path,
+		    O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
+			    extra_flags,
+		    0600);
 }
 
 /* PATH becomes PATH.1 and a new PATH begins. */
@@ -315,18 +328,19 @@ static void rotate(struct journal *j)
 static void write_lines(struct journal *j, const char *buf, gsize len)
 {
 	while (len) {
-		gsize room = j->size < j->max_bytes ? j->max_bytes - j->size : 0;
+		gsize room =
+			j->size < j->max_bytes ? j->max_bytes - j->size : 0;
 		gsize n = len;
 
 		if (len > room) {
 			/* The lines that fit, then a new file. */
 			const char *nl = room ? memrchr(buf, '\n', room) : NULL;
 
-			if (!nl && j->size == 0)	/* a line longer than */
-				nl = memchr(buf, '\n', len);	/* a file */
+			if (!nl && j->size == 0) /* a line longer than */
+				nl = memchr(buf, '\n', len); /* a file */
 			if (!nl) {
 				rotate(j);
-				if (j->size)	/* could not rotate */
+				if (j->size) /* could not rotate */
 					n = len;
 				else
 					continue;
@@ -355,7 +369,7 @@ static gpointer writer_main(gpointer data)
 				g_cond_wait(&j->wake, &j->lock);
 			else if (!g_cond_wait_until(&j->wake, &j->lock,
 						    j->reads.flush_at))
-				append_reads(j);	/* they are due */
+				append_reads(j); /* they are due */
 		}
 		if (!j->pending->len && j->closing)
 			break;
@@ -403,12 +417,11 @@ static GString *record_begin_at(struct journal *j, const char *ev, gint64 t,
 	if (strcmp(ev, "count_read") != 0)
 		append_reads(j);
 	if (j->lost) {
-		g_string_append_printf(j->pending,
-				       "{\"t\":%" G_GINT64_FORMAT
-				       ",\"wall\":%" G_GINT64_FORMAT
-				       ",\"ev\":\"lost\",\"count\":%"
-				       G_GUINT64_FORMAT "}\n",
-				       t, wall, j->lost);
+		g_string_append_printf(
+			j->pending,
+			"{\"t\":%" G_GINT64_FORMAT ",\"wall\":%" G_GINT64_FORMAT
+			",\"ev\":\"lost\",\"count\":%" G_GUINT64_FORMAT "}\n",
+			t, wall, j->lost);
 		j->lost = 0;
 	}
 	append_line_start(j->pending, ev, t, wall);
@@ -493,8 +506,7 @@ static const struct caller_info *caller_info(struct journal *j, pid_t pid)
 	return ci;
 }
 
-static void append_caller(struct journal *j, GString *out, pid_t pid,
-			  uid_t uid)
+static void append_caller(struct journal *j, GString *out, pid_t pid, uid_t uid)
 {
 	const struct caller_info *ci = pid > 0 ? caller_info(j, pid) : NULL;
 
@@ -527,8 +539,8 @@ void journal_start(struct journal *j, const char *backend, guint states)
 	out = record_begin(j, "start");
 	if (!out)
 		return;
-	g_string_append_printf(out, ",\"version\":\"%s\",\"boot_id\":",
-			       POWERFS_VERSION);
+	g_string_append_printf(
+		out, ",\"version\":\"%s\",\"boot_id\":", POWERFS_VERSION);
 	append_json_string(out, boot_id, strlen(boot_id));
 	pf_string_append(out, ",\"backend\":");
 	append_json_string(out, backend, strlen(backend));
@@ -576,8 +588,7 @@ static void record_unlock(struct journal *j, const char *name, gsize len,
 	record_end(j);
 }
 
-static void record_source(struct journal *j, const char *ev,
-			  const char *name)
+static void record_source(struct journal *j, const char *ev, const char *name)
 {
 	GString *out = record_begin(j, ev);
 
@@ -650,8 +661,8 @@ static void record_count_read(struct journal *j, guint count, pid_t pid,
 	record_end(j);
 }
 
-static void record_count_write(struct journal *j, gboolean parsed,
-			       guint count, int result, pid_t pid, uid_t uid)
+static void record_count_write(struct journal *j, gboolean parsed, guint count,
+			       int result, pid_t pid, uid_t uid)
 {
 	GString *out;
 
@@ -685,7 +696,7 @@ static void record_autosleep(struct journal *j, const char *state, pid_t pid,
  * activation or a deactivation) since `since`. */
 struct name_list {
 	GString *out;
-	gboolean active;	/* which list */
+	gboolean active; /* which list */
 	gint64 since;
 	guint n, more;
 };
@@ -729,30 +740,28 @@ static void append_names(GString *out, const char *field,
 static void record_suspend(struct journal *j, const struct pf_event *ev,
 			   const struct attempt_start *a)
 {
-	const struct wakeup_engine *engine =
-		ev->error ? j->pw->engine : NULL;
+	const struct wakeup_engine *engine = ev->error ? j->pw->engine : NULL;
 	pid_t pid = ev->caller ? ev->caller->pid : -1;
 	gint64 since, end, end_wall;
 	GString *out;
 
 	since = j->handshake_t && j->handshake_t <= a->t ? j->handshake_t :
-							  a->t;
+							   a->t;
 	j->handshake_t = 0;
 	end = pf_clock_now(j->clock);
 	end_wall = g_get_real_time();
 	out = record_begin_at(j, "suspend", end, end_wall);
 	if (!out)
 		return;
-	g_string_append_printf(out,
-			       ",\"state\":\"%s\",\"by\":\"%s\",\"start\":%"
-			       G_GINT64_FORMAT ",\"end\":%" G_GINT64_FORMAT
-			       ",\"start_wall\":%" G_GINT64_FORMAT
-			       ",\"end_wall\":%" G_GINT64_FORMAT
-			       ",\"result\":%d,\"step\":\"%s\"",
-			       ev->state == PM_ON ? "" :
-						      pm_state_label(ev->state),
-			       ev->by, a->t, end, a->wall, end_wall, ev->error,
-			       ev->step ? ev->step : "");
+	g_string_append_printf(
+		out,
+		",\"state\":\"%s\",\"by\":\"%s\",\"start\":%" G_GINT64_FORMAT
+		",\"end\":%" G_GINT64_FORMAT ",\"start_wall\":%" G_GINT64_FORMAT
+		",\"end_wall\":%" G_GINT64_FORMAT
+		",\"result\":%d,\"step\":\"%s\"",
+		ev->state == PM_ON ? "" : pm_state_label(ev->state), ev->by,
+		a->t, end, a->wall, end_wall, ev->error,
+		ev->step ? ev->step : "");
 	append_names(out, "active", engine, TRUE, 0);
 	append_names(out, "signalled", engine, FALSE, since);
 	if (pid >= 0)
@@ -772,10 +781,10 @@ static void record_sleep(struct journal *j, gint64 start, gint64 start_wall)
 	if (!out)
 		return;
 	g_string_append_printf(out,
-			       ",\"start\":%" G_GINT64_FORMAT ",\"end\":%"
-			       G_GINT64_FORMAT ",\"start_wall\":%"
-			       G_GINT64_FORMAT ",\"end_wall\":%"
-			       G_GINT64_FORMAT,
+			       ",\"start\":%" G_GINT64_FORMAT
+			       ",\"end\":%" G_GINT64_FORMAT
+			       ",\"start_wall\":%" G_GINT64_FORMAT
+			       ",\"end_wall\":%" G_GINT64_FORMAT,
 			       start, end, start_wall, end_wall);
 	record_end(j);
 }
@@ -835,8 +844,10 @@ static void on_event(struct pf_event *ev, gpointer data)
 				   uid);
 		break;
 	case PF_EVENT_AUTOSLEEP:
-		record_autosleep(j, ev->state == PM_ON ? "off" :
-				 pm_state_label(ev->state), pid, uid);
+		record_autosleep(j,
+				 ev->state == PM_ON ? "off" :
+						      pm_state_label(ev->state),
+				 pid, uid);
 		break;
 	case PF_EVENT_ATTEMPT_BEGIN:
 	case PF_EVENT_ATTEMPT_END:
@@ -850,14 +861,14 @@ static void on_event(struct pf_event *ev, gpointer data)
 	}
 }
 
-#define EVENTS (PF_EVENT_BIT(PF_EVENT_LOCK) | PF_EVENT_BIT(PF_EVENT_UNLOCK) | \
-		PF_EVENT_BIT(PF_EVENT_EXPIRE) | PF_EVENT_BIT(PF_EVENT_GC) |     \
-		PF_EVENT_BIT(PF_EVENT_COUNT_READ) |                             \
-		PF_EVENT_BIT(PF_EVENT_COUNT_WRITE) |                            \
-		PF_EVENT_BIT(PF_EVENT_AUTOSLEEP) |                              \
-		PF_EVENT_BIT(PF_EVENT_ATTEMPT_BEGIN) |                          \
-		PF_EVENT_BIT(PF_EVENT_ATTEMPT_END) |                            \
-		PF_EVENT_BIT(PF_EVENT_BACKOFF))
+#define EVENTS                                                         \
+	(PF_EVENT_BIT(PF_EVENT_LOCK) | PF_EVENT_BIT(PF_EVENT_UNLOCK) | \
+	 PF_EVENT_BIT(PF_EVENT_EXPIRE) | PF_EVENT_BIT(PF_EVENT_GC) |   \
+	 PF_EVENT_BIT(PF_EVENT_COUNT_READ) |                           \
+	 PF_EVENT_BIT(PF_EVENT_COUNT_WRITE) |                          \
+	 PF_EVENT_BIT(PF_EVENT_AUTOSLEEP) |                            \
+	 PF_EVENT_BIT(PF_EVENT_ATTEMPT_BEGIN) |                        \
+	 PF_EVENT_BIT(PF_EVENT_ATTEMPT_END) | PF_EVENT_BIT(PF_EVENT_BACKOFF))
 
 static void restored_lock(const struct wakeup_source *ws, gpointer data)
 {
@@ -896,8 +907,7 @@ struct journal *journal_open(const char *path, guint64 max_bytes,
 
 		g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(err),
 			    "--journal: %s: %s", path,
-			    fd < 0 ? g_strerror(err) :
-				     "not a regular file");
+			    fd < 0 ? g_strerror(err) : "not a regular file");
 		if (fd >= 0)
 			close(fd);
 		return NULL;
@@ -913,8 +923,8 @@ struct journal *journal_open(const char *path, guint64 max_bytes,
 	g_mutex_init(&j->lock);
 	g_cond_init(&j->wake);
 	j->pending = g_string_sized_new(64 * 1024);
-	j->callers = g_hash_table_new_full(g_direct_hash, g_direct_equal,
-					   NULL, caller_info_free);
+	j->callers = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL,
+					   caller_info_free);
 	/* The torn last line of a crash ends here, not in our first event. */
 	if (st.st_size > 0 && pread(fd, &last, 1, st.st_size - 1) == 1 &&
 	    last != '\n')

@@ -47,10 +47,10 @@ static GLogWriterOutput write_syslog(GLogLevelFlags level,
 /* A call site's token bucket. */
 struct site {
 	double tokens;
-	gint64 last;		/* when tokens was computed */
+	gint64 last; /* when tokens was computed */
 	guint dropped;
-	GLogLevelFlags level;	/* of the last line dropped */
-	char *message;		/* the last line dropped */
+	GLogLevelFlags level; /* of the last line dropped */
+	char *message;	      /* the last line dropped */
 };
 
 static void site_free(gpointer data)
@@ -62,7 +62,7 @@ static void site_free(gpointer data)
 }
 
 static GMutex sites_lock;
-static GHashTable *sites;	/* "file:line" -> struct site */
+static GHashTable *sites; /* "file:line" -> struct site */
 static GLogWriterFunc next_writer;
 static gboolean writer_set;
 
@@ -122,9 +122,9 @@ static GLogWriterOutput write_limited(GLogLevelFlags level,
 	guint dropped = 0;
 
 	/* Debug output is asked for; errors and criticals always go out. */
-	if (!file || !line || !msg || (level & (G_LOG_LEVEL_DEBUG |
-						G_LOG_LEVEL_ERROR |
-						G_LOG_LEVEL_CRITICAL)) ||
+	if (!file || !line || !msg ||
+	    (level &
+	     (G_LOG_LEVEL_DEBUG | G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL)) ||
 	    g_log_writer_default_would_drop(level, G_LOG_DOMAIN))
 		return next_writer(level, fields, n_fields, data);
 	if (!site_allows(file, line, level, msg, &dropped))

@@ -52,10 +52,10 @@ struct pf_metrics {
 	struct power *pw;
 	char *path;
 	struct pf_timer *timer;
-	gint64 last_write;	/* when the text was last built */
-	gint writing;		/* atomic: a text is in the writer's hands */
-	GThreadPool *writer;	/* one thread: writes land in order */
-	gboolean failing;	/* the writer's own: its last write failed */
+	gint64 last_write;   /* when the text was last built */
+	gint writing;	     /* atomic: a text is in the writer's hands */
+	GThreadPool *writer; /* one thread: writes land in order */
+	gboolean failing;    /* the writer's own: its last write failed */
 };
 
 /* --- the text ------------------------------------------------------------- */
@@ -65,14 +65,14 @@ enum value_kind { COUNT, MILLISECONDS, ACTIVE };
 static const struct family {
 	const char *name, *type, *help;
 	enum value_kind kind;
-	gsize offset;		/* in struct wakeup_stats */
+	gsize offset; /* in struct wakeup_stats */
 } families[] = {
 	{ "powerfs_wakeup_source_activations_total", "counter",
 	  "Times the source became active (wakeup_sources: active_count).",
 	  COUNT, offsetof(struct wakeup_stats, active_count) },
 	{ "powerfs_wakeup_source_events_total", "counter",
-	  "Wakeup events the source signalled (event_count).",
-	  COUNT, offsetof(struct wakeup_stats, event_count) },
+	  "Wakeup events the source signalled (event_count).", COUNT,
+	  offsetof(struct wakeup_stats, event_count) },
 	{ "powerfs_wakeup_source_wakeups_total", "counter",
 	  "Events signalled while a suspend was being prepared, which abort "
 	  "it (wakeup_count).",
@@ -81,21 +81,21 @@ static const struct family {
 	  "Times the source's timeout ended an activation (expire_count).",
 	  COUNT, offsetof(struct wakeup_stats, expire_count) },
 	{ "powerfs_wakeup_source_active_seconds_total", "counter",
-	  "Time the source has been active (total_time).",
-	  MILLISECONDS, offsetof(struct wakeup_stats, total_time_ms) },
+	  "Time the source has been active (total_time).", MILLISECONDS,
+	  offsetof(struct wakeup_stats, total_time_ms) },
 	{ "powerfs_wakeup_source_prevent_suspend_seconds_total", "counter",
 	  "Time the source was active while autosleep was on "
 	  "(prevent_suspend_time).",
-	  MILLISECONDS, offsetof(struct wakeup_stats, prevent_suspend_time_ms) },
+	  MILLISECONDS,
+	  offsetof(struct wakeup_stats, prevent_suspend_time_ms) },
 	{ "powerfs_wakeup_source_active", "gauge",
-	  "1 while the source is active, else 0.",
-	  ACTIVE, 0 },
+	  "1 while the source is active, else 0.", ACTIVE, 0 },
 };
 
 /* The kernel's suspend steps, in suspend_stats's order. */
 static const char *const steps[] = {
-	"freeze", "prepare", "suspend", "suspend_late", "suspend_noirq",
-	"resume_noirq", "resume_early", "resume",
+	"freeze",	 "prepare",	 "suspend",	 "suspend_late",
+	"suspend_noirq", "resume_noirq", "resume_early", "resume",
 };
 
 /* By hand: a printf per sample would be most of the cost with many
@@ -165,7 +165,7 @@ static void append_source_labels(GString *out, const char *name,
 }
 
 struct row {
-	gsize labels, labels_len;	/* in the labels buffer */
+	gsize labels, labels_len; /* in the labels buffer */
 	gboolean active;
 	struct wakeup_stats stats;
 };
@@ -192,8 +192,9 @@ static void visit_source(const struct wakeup_source *ws, gpointer data)
 {
 	struct rows *r = data;
 
-	add_row(r, ws, ws == autosleep_source(r->pw->autosleep) ? "autosleep" :
-								   "wake_lock");
+	add_row(r, ws,
+		ws == autosleep_source(r->pw->autosleep) ? "autosleep" :
+							   "wake_lock");
 }
 
 static void append_header(GString *out, const char *name, const char *type,
@@ -241,10 +242,10 @@ void pf_metrics_render(struct power *pw, GString *out)
 {
 	const struct suspend_stats *st = suspend_get_stats(pw->suspend);
 	const int failed[G_N_ELEMENTS(steps)] = {
-		st->failed_freeze, st->failed_prepare, st->failed_suspend,
-		st->failed_suspend_late, st->failed_suspend_noirq,
-		st->failed_resume_noirq, st->failed_resume_early,
-		st->failed_resume,
+		st->failed_freeze,	  st->failed_prepare,
+		st->failed_suspend,	  st->failed_suspend_late,
+		st->failed_suspend_noirq, st->failed_resume_noirq,
+		st->failed_resume_early,  st->failed_resume,
 	};
 	struct rows r = { pw, g_array_new(FALSE, FALSE, sizeof(struct row)),
 			  g_string_new(NULL) };
@@ -369,8 +370,8 @@ static void write_file(gpointer data, gpointer user_data)
 		m->failing = TRUE;
 	} else if (m->failing) {
 		m->failing = FALSE;
-		say_later(g_strdup_printf("metrics: %s written again",
-					  m->path));
+		say_later(
+			g_strdup_printf("metrics: %s written again", m->path));
 	}
 	g_string_free(text, TRUE);
 	g_atomic_int_set(&m->writing, FALSE);
@@ -405,8 +406,8 @@ static void changed(struct pf_event *ev, gpointer data)
 	if (pf_timer_is_armed(m->timer))
 		return;
 	now = pf_clock_now(m->pw->clock);
-	pf_timer_arm(m->timer, MAX(now + GATHER_US,
-				   m->last_write + MIN_INTERVAL_US));
+	pf_timer_arm(m->timer,
+		     MAX(now + GATHER_US, m->last_write + MIN_INTERVAL_US));
 }
 
 struct pf_metrics *pf_metrics_open(const char *dir, struct power *pw)

@@ -83,24 +83,24 @@ struct state_file {
 	char *path;
 	char *tmp_path;
 	struct power *pw;
-	struct pf_owners *owners;	/* may be NULL */
+	struct pf_owners *owners; /* may be NULL */
 	char boot_id[64];
-	int fd;			/* the log; -1 once broken */
-	char *map;		/* the log, mapped shared: capacity bytes */
-	gsize capacity;		/* the file's size, padding included */
-	gsize log_bytes;	/* its lines: the padding starts there */
+	int fd;		 /* the log; -1 once broken */
+	char *map;	 /* the log, mapped shared: capacity bytes */
+	gsize capacity;	 /* the file's size, padding included */
+	gsize log_bytes; /* its lines: the padding starts there */
 	/* The sources that changed since the last flush: the first in
 	 * dirty_one, any others in dirty.  A request changes one source, and
 	 * a hash set for it would cost about as much as writing its line. */
 	struct wakeup_source *dirty_one;
 	GHashTable *dirty;
 	gboolean counts_dirty;	/* a source changed: the counters moved */
-	gboolean globals_dirty;	/* anything else may have changed */
+	gboolean globals_dirty; /* anything else may have changed */
 	GHashTable *written;	/* global line's key -> its last line */
 	guint counts[3];	/* the last "counts" line's numbers */
 	gboolean counts_written;
-	GString *out;		/* lines on their way to the file */
-	GSource *flusher;	/* writes them before the loop sleeps */
+	GString *out;	  /* lines on their way to the file */
+	GSource *flusher; /* writes them before the loop sleeps */
 };
 
 /* --- lines ---------------------------------------------------------------- */
@@ -146,9 +146,9 @@ static void append_record(GString *out, const struct wakeup_record *r)
 	const guint64 counts[] = { r->active_count, r->event_count,
 				   r->relax_count, r->wakeup_count,
 				   r->expire_count };
-	const gint64 times[] = { r->total_time, r->max_time, r->last_time,
-				 r->start_prevent_time, r->prevent_sleep_time,
-				 r->expires };
+	const gint64 times[] = { r->total_time,		r->max_time,
+				 r->last_time,		r->start_prevent_time,
+				 r->prevent_sleep_time, r->expires };
 	char line[RECORD_MAX], *p = line;
 
 	/* Built on the stack, appended at once: one GString call a line. */
@@ -161,8 +161,7 @@ static void append_record(GString *out, const struct wakeup_record *r)
 	pf_string_append_len(out, line, p - line);
 }
 
-static void append_source(struct state_file *sf,
-			  const struct wakeup_source *ws)
+static void append_source(struct state_file *sf, const struct wakeup_source *ws)
 {
 	struct power *pw = sf->pw;
 	const char *name = wakeup_source_name(ws);
@@ -202,9 +201,9 @@ static void append_if_changed(struct state_file *sf, char *key, char *line)
 static void append_owner(const char *path, mode_t mode, uid_t uid, gid_t gid,
 			 gpointer data)
 {
-	append_if_changed(data, g_strconcat("owner ", path, NULL),
-			  g_strdup_printf("owner %s %04o %u %u\n", path, mode,
-					  uid, gid));
+	append_if_changed(
+		data, g_strconcat("owner ", path, NULL),
+		g_strdup_printf("owner %s %04o %u %u\n", path, mode, uid, gid));
 }
 
 /* The counters and the handshake move with most locks and unlocks: their
@@ -236,11 +235,14 @@ static void append_settings(struct state_file *sf)
 {
 	const struct pm_settings *set = suspend_settings(sf->pw->suspend);
 
-	append_if_changed(sf, g_strdup("settings"), g_strdup_printf(
-		"settings %s %d %d %d %d %u %s\n",
-		mem_sleep_label(set->mem_sleep), set->sync_on_suspend,
-		set->pm_async, set->pm_print_times, set->pm_debug_messages,
-		set->freeze_timeout_ms, pm_test_label(set->test_level)));
+	append_if_changed(sf, g_strdup("settings"),
+			  g_strdup_printf("settings %s %d %d %d %d %u %s\n",
+					  mem_sleep_label(set->mem_sleep),
+					  set->sync_on_suspend, set->pm_async,
+					  set->pm_print_times,
+					  set->pm_debug_messages,
+					  set->freeze_timeout_ms,
+					  pm_test_label(set->test_level)));
 }
 
 /* The last attempt's times and reasons, the text in hex ("-": none). */
@@ -259,8 +261,7 @@ static void append_reasons(struct state_file *sf)
 	else
 		g_string_append(line, " -");
 	g_string_append_c(line, '\n');
-	append_if_changed(sf, g_strdup("reasons"),
-			  g_string_free(line, FALSE));
+	append_if_changed(sf, g_strdup("reasons"), g_string_free(line, FALSE));
 }
 
 static void append_globals(struct state_file *sf)
@@ -270,18 +271,20 @@ static void append_globals(struct state_file *sf)
 	enum pm_state as = autosleep_state(pw->autosleep);
 
 	append_counts(sf);
-	append_if_changed(sf, g_strdup("autosleep"),
-			  g_strdup_printf("autosleep %s\n",
-					  as == PM_ON ? "off" :
-							pm_state_label(as)));
-	append_if_changed(sf, g_strdup("stats"), g_strdup_printf(
-		"stats %d %d %d %d %d %d %d %d %d %d %d %s\n",
-		st->success, st->fail, st->failed_freeze, st->failed_prepare,
-		st->failed_suspend, st->failed_suspend_late,
-		st->failed_suspend_noirq, st->failed_resume,
-		st->failed_resume_early, st->failed_resume_noirq,
-		st->last_failed_errno,
-		*st->last_failed_step ? st->last_failed_step : "-"));
+	append_if_changed(
+		sf, g_strdup("autosleep"),
+		g_strdup_printf("autosleep %s\n",
+				as == PM_ON ? "off" : pm_state_label(as)));
+	append_if_changed(
+		sf, g_strdup("stats"),
+		g_strdup_printf(
+			"stats %d %d %d %d %d %d %d %d %d %d %d %s\n",
+			st->success, st->fail, st->failed_freeze,
+			st->failed_prepare, st->failed_suspend,
+			st->failed_suspend_late, st->failed_suspend_noirq,
+			st->failed_resume, st->failed_resume_early,
+			st->failed_resume_noirq, st->last_failed_errno,
+			*st->last_failed_step ? st->last_failed_step : "-"));
 	append_settings(sf);
 	append_reasons(sf);
 	if (sf->owners)
@@ -318,8 +321,8 @@ static gsize capacity_for(gsize snapshot)
 {
 	gsize page = (gsize)sysconf(_SC_PAGESIZE);
 
-	return (MAX(COMPACT_MIN, COMPACT_FACTOR * snapshot) + page - 1) /
-	       page * page;
+	return (MAX(COMPACT_MIN, COMPACT_FACTOR * snapshot) + page - 1) / page *
+	       page;
 }
 
 /* A file holding the whole state: the header, then every object once (the
@@ -350,8 +353,8 @@ static void compact(struct state_file *sf)
 	/* Never O_TRUNC: a file powerfs maps is never cut short under a
 	 * mapping, not even a snapshot another powerfs left half made. */
 	unlink(sf->tmp_path);
-	fd = open(sf->tmp_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
-				       O_CLOEXEC, 0600);
+	fd = open(sf->tmp_path,
+		  O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		goto fail;
 	/* The blocks now: a full disk is ENOSPC here, not SIGBUS later. */
@@ -473,8 +476,8 @@ static GSourceFuncs flusher_funcs = { .prepare = flusher_prepare };
 struct saved_lock {
 	char *name;
 	struct wakeup_record rec;
-	guint64 first_line;	/* since it was last gone: its creation */
-	guint64 line;		/* of its last record: its last use */
+	guint64 first_line; /* since it was last gone: its creation */
+	guint64 line;	    /* of its last record: its last use */
 };
 
 static void saved_lock_free(gpointer p)
@@ -489,7 +492,7 @@ struct saved {
 	gboolean have_counts, have_stats, have_settings, have_reasons;
 	struct pm_settings settings;
 	gint64 awake_ns, asleep_ns;
-	char *shown;		/* last_resume_reason's text */
+	char *shown; /* last_resume_reason's text */
 	guint registered, saved;
 	gboolean armed;
 	enum pm_state autosleep;
@@ -497,9 +500,9 @@ struct saved {
 	char step[32];
 	struct wakeup_record autosleep_rec, deleted_rec;
 	gboolean have_autosleep_rec, have_deleted_rec;
-	GHashTable *locks;	/* name -> struct saved_lock */
-	GHashTable *owners;	/* path -> "mode uid gid" */
-	guint dropped;		/* lines with a value out of range */
+	GHashTable *locks;  /* name -> struct saved_lock */
+	GHashTable *owners; /* path -> "mode uid gid" */
+	guint dropped;	    /* lines with a value out of range */
 };
 
 static gboolean to_u64(const char *s, guint64 max, guint64 *out)
@@ -551,14 +554,21 @@ static gboolean parse_record(char **f, gint64 now, struct wakeup_record *r)
 			    i == 5 ? now + (gint64)G_MAXUINT32 * 1000 : now,
 			    &t[i]))
 			return FALSE;
-	if (f[12] || t[1] > t[0])	/* max_time <= total_time */
+	if (f[12] || t[1] > t[0]) /* max_time <= total_time */
 		return FALSE;
 	*r = (struct wakeup_record){
-		.active = u[0], .active_count = u[1], .event_count = u[2],
-		.relax_count = u[3], .wakeup_count = u[4],
-		.expire_count = u[5], .total_time = t[0], .max_time = t[1],
-		.last_time = t[2], .start_prevent_time = t[3],
-		.prevent_sleep_time = t[4], .expires = t[5],
+		.active = u[0],
+		.active_count = u[1],
+		.event_count = u[2],
+		.relax_count = u[3],
+		.wakeup_count = u[4],
+		.expire_count = u[5],
+		.total_time = t[0],
+		.max_time = t[1],
+		.last_time = t[2],
+		.start_prevent_time = t[3],
+		.prevent_sleep_time = t[4],
+		.expires = t[5],
 	};
 	return TRUE;
 }
@@ -636,11 +646,16 @@ static gboolean parse_reasons(char **f, struct saved *sv)
 static gboolean parse_stats(char **f, struct saved *sv)
 {
 	int *fields[] = {
-		&sv->stats.success, &sv->stats.fail,
-		&sv->stats.failed_freeze, &sv->stats.failed_prepare,
-		&sv->stats.failed_suspend, &sv->stats.failed_suspend_late,
-		&sv->stats.failed_suspend_noirq, &sv->stats.failed_resume,
-		&sv->stats.failed_resume_early, &sv->stats.failed_resume_noirq,
+		&sv->stats.success,
+		&sv->stats.fail,
+		&sv->stats.failed_freeze,
+		&sv->stats.failed_prepare,
+		&sv->stats.failed_suspend,
+		&sv->stats.failed_suspend_late,
+		&sv->stats.failed_suspend_noirq,
+		&sv->stats.failed_resume,
+		&sv->stats.failed_resume_early,
+		&sv->stats.failed_resume_noirq,
 		&sv->stats.last_failed_errno,
 	};
 
@@ -654,8 +669,7 @@ static gboolean parse_stats(char **f, struct saved *sv)
 	}
 	if (!f[11] || f[12] || strlen(f[11]) >= sizeof(sv->step))
 		return FALSE;
-	g_strlcpy(sv->step, strcmp(f[11], "-") ? f[11] : "",
-		  sizeof(sv->step));
+	g_strlcpy(sv->step, strcmp(f[11], "-") ? f[11] : "", sizeof(sv->step));
 	return TRUE;
 }
 
@@ -672,7 +686,8 @@ static gboolean parse_line(struct saved *sv, char *line, guint64 lineno,
 	if (!g_strcmp0(kind, "counts")) {
 		guint64 reg, armed, saved;
 
-		if (!to_u64(f[1], G_MAXUINT, &reg) || !to_u64(f[2], 1, &armed) ||
+		if (!to_u64(f[1], G_MAXUINT, &reg) ||
+		    !to_u64(f[2], 1, &armed) ||
 		    !to_u64(f[3], G_MAXUINT, &saved) || f[4])
 			return FALSE;
 		sv->have_counts = TRUE;
@@ -700,18 +715,19 @@ static gboolean parse_line(struct saved *sv, char *line, guint64 lineno,
 	} else if (!g_strcmp0(kind, "owner")) {
 		guint64 mode, uid, gid;
 
-		if (!f[1] || !g_ascii_string_to_unsigned(f[2] ? f[2] : "", 8, 0,
-							 07777, &mode, NULL) ||
+		if (!f[1] ||
+		    !g_ascii_string_to_unsigned(f[2] ? f[2] : "", 8, 0, 07777,
+						&mode, NULL) ||
 		    !to_u64(f[3], G_MAXUINT32 - 1, &uid) ||
 		    !to_u64(f[4], G_MAXUINT32 - 1, &gid) || f[5])
 			return FALSE;
-		g_hash_table_insert(sv->owners, g_strdup(f[1]),
-				    g_strdup_printf("%s %s %s", f[2], f[3],
-						    f[4]));
+		g_hash_table_insert(
+			sv->owners, g_strdup(f[1]),
+			g_strdup_printf("%s %s %s", f[2], f[3], f[4]));
 	} else if (!g_strcmp0(kind, "source") && f[1]) {
 		gboolean deleted = !strcmp(f[1], "deleted");
-		struct wakeup_record *r = deleted ? &sv->deleted_rec :
-						    &sv->autosleep_rec;
+		struct wakeup_record *r =
+			deleted ? &sv->deleted_rec : &sv->autosleep_rec;
 
 		if ((!deleted && strcmp(f[1], "autosleep")) ||
 		    !parse_record(f + 2, now, r))
@@ -787,8 +803,8 @@ static void restore_settings(struct power *pw, const struct pm_settings *set)
 	enum pm_state mem_sleep = now->mem_sleep;
 
 	*now = *set;
-	if (set->mem_sleep != PM_FREEZE &&
-	    !(suspend_valid_states(pw->suspend) & PM_STATE_BIT(set->mem_sleep))) {
+	if (set->mem_sleep != PM_FREEZE && !(suspend_valid_states(pw->suspend) &
+					     PM_STATE_BIT(set->mem_sleep))) {
 		g_warning("state file: mem_sleep %s is not possible here",
 			  mem_sleep_label(set->mem_sleep));
 		now->mem_sleep = mem_sleep;
@@ -816,7 +832,8 @@ static void apply(struct state_file *sf, struct saved *sv)
 			autosleep_restore_state(pw->autosleep, sv->autosleep);
 		else
 			g_warning("state file: autosleep %s is not possible "
-				  "here", pm_state_label(sv->autosleep));
+				  "here",
+				  pm_state_label(sv->autosleep));
 	}
 	if (sv->have_autosleep_rec)
 		wakeup_source_load(autosleep_source(pw->autosleep),
@@ -831,8 +848,8 @@ static void apply(struct state_file *sf, struct saved *sv)
 	g_ptr_array_sort(locks, by_first_line);
 	for (guint i = 0; i < locks->len; i++) {
 		struct saved_lock *saved = locks->pdata[i];
-		struct wakeup_source *ws = wakelocks_restore(pw->wakelocks,
-							     saved->name);
+		struct wakeup_source *ws =
+			wakelocks_restore(pw->wakelocks, saved->name);
 
 		if (!ws) {
 			refused++;
@@ -929,22 +946,24 @@ static void restore(struct state_file *sf)
 	lines = g_strsplit(text, "\n", -1);
 	header = g_strdup_printf("powerfs-state %d %s", FORMAT, sf->boot_id);
 	if (g_strcmp0(lines[0], header)) {
-		g_autofree char *format = g_strdup_printf("powerfs-state %d ",
-							  FORMAT);
+		g_autofree char *format =
+			g_strdup_printf("powerfs-state %d ", FORMAT);
 
 		if (lines[0] && g_str_has_prefix(lines[0], format))
 			g_message("state file %s is from another boot: "
 				  "starting clean, as the kernel does (no "
-				  "lock, setting or statistic kept)", sf->path);
+				  "lock, setting or statistic kept)",
+				  sf->path);
 		else
 			g_warning("state file %s unusable, starting clean: not "
-				  "a powerfs %d state file", sf->path, FORMAT);
+				  "a powerfs %d state file",
+				  sf->path, FORMAT);
 		return;
 	}
 	sv.locks = g_hash_table_new_full(g_str_hash, g_str_equal, NULL,
 					 saved_lock_free);
-	sv.owners = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-					  g_free);
+	sv.owners =
+		g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
 	/* What follows the last newline is a line a crash cut short: not an
 	 * error, and not parsed either (a number cut in its digits would
 	 * still parse, as a value nobody wrote). */
@@ -963,8 +982,8 @@ static void read_boot_id(char *out, gsize size)
 {
 	g_autofree char *text = NULL;
 
-	if (g_file_get_contents("/proc/sys/kernel/random/boot_id", &text,
-				NULL, NULL))
+	if (g_file_get_contents("/proc/sys/kernel/random/boot_id", &text, NULL,
+				NULL))
 		g_strlcpy(out, g_strstrip(text), size);
 	else
 		g_strlcpy(out, "unknown", size);
@@ -981,8 +1000,8 @@ struct state_file *state_file_open(const char *path, struct power *pw,
 	sf->owners = owners;
 	sf->fd = -1;
 	sf->dirty = g_hash_table_new(g_direct_hash, g_direct_equal);
-	sf->written = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-					    g_free);
+	sf->written =
+		g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
 	sf->out = g_string_new(NULL);
 	read_boot_id(sf->boot_id, sizeof(sf->boot_id));
 	/* A snapshot a crash cut short. */

@@ -69,8 +69,7 @@ static gboolean parse_uint_scanf(const char *s, guint *out)
 
 /* decode_state(): the text up to the first newline names a state the backend
  * supports ("disk" is recognised even when it does not); PM_ON otherwise. */
-static enum pm_state decode_state(struct power *pw, const char *buf,
-				  gsize len)
+static enum pm_state decode_state(struct power *pw, const char *buf, gsize len)
 {
 	const char *nl = memchr(buf, '\n', len);
 	gsize n = nl ? (gsize)(nl - buf) : len;
@@ -93,7 +92,8 @@ static gboolean may_block_suspend(struct power *pw,
 {
 	return !pw->check_capability ||
 	       pf_caps_caller_capable(caller->pid, caller->uid,
-				      CAP_BLOCK_SUSPEND, pw->trusted_userns_owners);
+				      CAP_BLOCK_SUSPEND,
+				      pw->trusted_userns_owners);
 }
 
 /* Stores that change the power state run under the transition lock. */
@@ -105,8 +105,8 @@ struct locked_store {
 	enum pm_state state;
 	pf_store_done done;
 	gpointer data;
-	gboolean answered;	/* the writer has its answer already */
-	struct pf_caller caller;	/* for the events it causes */
+	gboolean answered;	 /* the writer has its answer already */
+	struct pf_caller caller; /* for the events it causes */
 };
 
 static void locked_store_free(struct locked_store *ls)
@@ -148,8 +148,14 @@ static gssize store_locked(struct power *pw, const struct pf_caller *caller,
 	struct locked_store *ls = g_new0(struct locked_store, 1);
 	gssize ret;
 
-	*ls = (struct locked_store){ pw, run, g_strndup(buf, len), len,
-				     PM_ON, done, data, FALSE, *caller };
+	*ls = (struct locked_store){ .pw = pw,
+				     .run = run,
+				     .buf = g_strndup(buf, len),
+				     .len = len,
+				     .state = PM_ON,
+				     .done = done,
+				     .data = data,
+				     .caller = *caller };
 	/* g_strndup stops at a NUL; keep the bytes after it too. */
 	memcpy(ls->buf, buf, len);
 	if (!suspend_lock(pw->suspend, locked_store_resume, ls))
@@ -181,8 +187,7 @@ gboolean pf_attrs_store_cancel(struct power *pw, gpointer data)
 	return TRUE;
 }
 
-gboolean pf_attrs_store_interrupted(struct power *pw, gpointer data,
-				    pid_t pid)
+gboolean pf_attrs_store_interrupted(struct power *pw, gpointer data, pid_t pid)
 {
 	return suspend_writer_frozen(pw->suspend, locked_store_for, data, pid);
 }
@@ -272,9 +277,11 @@ static void wakeup_count_read_by(struct power *pw,
 	/* What wakeup_count_show() printed: "%u\n". */
 	count = g_ascii_strtoull(shown->str, &end, 10);
 	if (end != shown->str)
-		pf_events_publish(pw->events, &(struct pf_event){
-			.type = PF_EVENT_COUNT_READ, .count = (guint)count,
-			.caller = caller });
+		pf_events_publish(
+			pw->events,
+			&(struct pf_event){ .type = PF_EVENT_COUNT_READ,
+					    .count = (guint)count,
+					    .caller = caller });
 }
 
 static gssize wakeup_count_save(struct locked_store *ls, guint *count,
@@ -297,16 +304,19 @@ static gssize wakeup_count_store_locked(struct locked_store *ls)
 	guint count = 0;
 	gssize ret = wakeup_count_save(ls, &count, &parsed);
 
-	pf_events_publish(ls->pw->events, &(struct pf_event){
-		.type = PF_EVENT_COUNT_WRITE, .parsed = parsed, .count = count,
-		.error = ret < 0 ? (int)ret : 0, .caller = &ls->caller });
+	pf_events_publish(ls->pw->events,
+			  &(struct pf_event){ .type = PF_EVENT_COUNT_WRITE,
+					      .parsed = parsed,
+					      .count = count,
+					      .error = ret < 0 ? (int)ret : 0,
+					      .caller = &ls->caller });
 	return ret;
 }
 
 static gssize wakeup_count_store(struct power *pw,
 				 const struct pf_caller *caller,
-				 const char *buf, gsize len,
-				 pf_store_done done, gpointer data)
+				 const char *buf, gsize len, pf_store_done done,
+				 gpointer data)
 {
 	return store_locked(pw, caller, wakeup_count_store_locked, buf, len,
 			    done, data);
@@ -386,8 +396,7 @@ static gssize wake_lock_store(struct power *pw, const struct pf_caller *caller,
 		return -EINVAL;
 	if (*end && *end != '\n' && !parse_u64(skip_spaces(end), &timeout_ns))
 		return -EINVAL;
-	ret = wakelocks_lock(pw->wakelocks, buf, end - buf, timeout_ns,
-			     caller);
+	ret = wakelocks_lock(pw->wakelocks, buf, end - buf, timeout_ns, caller);
 	return ret ? ret : (gssize)len;
 }
 
@@ -398,9 +407,8 @@ static int wake_unlock_show(struct power *pw, GString *out)
 }
 
 static gssize wake_unlock_store(struct power *pw,
-				const struct pf_caller *caller,
-				const char *buf, gsize len,
-				pf_store_done done, gpointer data)
+				const struct pf_caller *caller, const char *buf,
+				gsize len, pf_store_done done, gpointer data)
 {
 	gsize n = strlen(buf);
 	int ret;
@@ -426,8 +434,7 @@ static gboolean wakeup_sources_show_rows(struct power *pw, guint *row,
 	return wakeup_print_rows(pw->engine, row, out, min_len);
 }
 
-static void wakeup_sources_skip_rows(struct power *pw, guint *row,
-				     gsize *skip)
+static void wakeup_sources_skip_rows(struct power *pw, guint *row, gsize *skip)
 {
 	wakeup_skip_rows(pw->engine, row, skip);
 }
@@ -481,19 +488,18 @@ static gssize store_flag(struct power *pw, gboolean *flag, const char *buf,
 	return setting_changed(pw, len);
 }
 
-#define FLAG_ATTR(field)						\
-	static int field##_show(struct power *pw, GString *out)	\
-	{								\
-		g_string_append(out, settings(pw)->field ? "1\n" : "0\n"); \
-		return 0;						\
-	}								\
-	static gssize field##_store(struct power *pw,			\
-				    const struct pf_caller *caller,	\
-				    const char *buf, gsize len,		\
-				    pf_store_done done, gpointer data)	\
-	{								\
-		(void)caller, (void)done, (void)data;			\
-		return store_flag(pw, &settings(pw)->field, buf, len);	\
+#define FLAG_ATTR(field)                                                       \
+	static int field##_show(struct power *pw, GString *out)                \
+	{                                                                      \
+		g_string_append(out, settings(pw)->field ? "1\n" : "0\n");     \
+		return 0;                                                      \
+	}                                                                      \
+	static gssize field##_store(                                           \
+		struct power *pw, const struct pf_caller *caller,              \
+		const char *buf, gsize len, pf_store_done done, gpointer data) \
+	{                                                                      \
+		(void)caller, (void)done, (void)data;                          \
+		return store_flag(pw, &settings(pw)->field, buf, len);         \
 	}
 FLAG_ATTR(sync_on_suspend)
 FLAG_ATTR(pm_async)
@@ -620,13 +626,12 @@ static int pm_wakeup_irq_show(struct power *pw, GString *out)
 
 /* suspend_stats/ */
 
-#define STAT_INT(field)							\
-	static int stat_##field##_show(struct power *pw, GString *out)	\
-	{								\
-		g_string_append_printf(					\
-			out, "%d\n",					\
-			suspend_get_stats(pw->suspend)->field);		\
-		return 0;						\
+#define STAT_INT(field)                                                        \
+	static int stat_##field##_show(struct power *pw, GString *out)         \
+	{                                                                      \
+		g_string_append_printf(out, "%d\n",                            \
+				       suspend_get_stats(pw->suspend)->field); \
+		return 0;                                                      \
 	}
 STAT_INT(success)
 STAT_INT(fail)
@@ -649,45 +654,65 @@ static int stat_last_failed_dev_show(struct power *pw, GString *out)
 
 static int stat_last_failed_step_show(struct power *pw, GString *out)
 {
-	g_string_append_printf(out, "%s\n",
-			       suspend_get_stats(pw->suspend)->last_failed_step);
+	g_string_append_printf(
+		out, "%s\n", suspend_get_stats(pw->suspend)->last_failed_step);
 	return 0;
 }
 
 #define ROOT (-1)
-#define STATS_DIR 6	/* index of the suspend_stats row below */
-#define FILE_RW(n) { .name = #n, .parent = ROOT, .mode = S_IFREG | 0644, \
-			.size = 4096, .show = n##_show, .store = n##_store }
-#define FILE_RW_READ_BY(n) { .name = #n, .parent = ROOT,		\
-			.mode = S_IFREG | 0644, .size = 4096,		\
-			.show = n##_show, .store = n##_store,		\
-			.read_by = n##_read_by }
-#define STAT_FILE(n) { .name = #n, .parent = STATS_DIR, \
-			.mode = S_IFREG | 0444, .size = 4096, \
-			.show = stat_##n##_show }
-#define HOST_RW(n) { .name = #n, .parent = ROOT, .mode = S_IFREG | 0644, \
-			.size = 4096, .show = n##_show, .store = n##_store, \
-			.host = TRUE }
+#define STATS_DIR 6 /* index of the suspend_stats row below */
+#define FILE_RW(n)                                                  \
+	{                                                           \
+		.name = #n, .parent = ROOT, .mode = S_IFREG | 0644, \
+		.size = 4096, .show = n##_show, .store = n##_store  \
+	}
+#define FILE_RW_READ_BY(n)                                          \
+	{                                                           \
+		.name = #n, .parent = ROOT, .mode = S_IFREG | 0644, \
+		.size = 4096, .show = n##_show, .store = n##_store, \
+		.read_by = n##_read_by                              \
+	}
+#define STAT_FILE(n)                                                     \
+	{                                                                \
+		.name = #n, .parent = STATS_DIR, .mode = S_IFREG | 0444, \
+		.size = 4096, .show = stat_##n##_show                    \
+	}
+#define HOST_RW(n)                                                  \
+	{                                                           \
+		.name = #n, .parent = ROOT, .mode = S_IFREG | 0644, \
+		.size = 4096, .show = n##_show, .store = n##_store, \
+		.host = TRUE                                        \
+	}
 /* Hibernation's settings exist here only as the host's. */
-#define HIBERNATION(n) { .name = #n, .parent = ROOT, \
-			.mode = S_IFREG | 0644, .size = 4096, .host = TRUE, \
-			.hibernation = TRUE }
+#define HIBERNATION(n)                                              \
+	{                                                           \
+		.name = #n, .parent = ROOT, .mode = S_IFREG | 0644, \
+		.size = 4096, .host = TRUE, .hibernation = TRUE     \
+	}
 
 static const struct pf_attr attrs[] = {
-	{ .name = "state", .parent = ROOT, .mode = S_IFREG | 0644,
-	  .size = 4096, .show = state_show, .store = state_store,
+	{ .name = "state",
+	  .parent = ROOT,
+	  .mode = S_IFREG | 0644,
+	  .size = 4096,
+	  .show = state_show,
+	  .store = state_store,
 	  .not_twice = TRUE },
 	FILE_RW_READ_BY(wakeup_count),
 	FILE_RW(autosleep),
 	FILE_RW(wake_lock),
 	FILE_RW(wake_unlock),
 	/* debugfs, not sysfs: read-only, printed a row at a time. */
-	{ .name = "wakeup_sources", .parent = ROOT, .mode = S_IFREG | 0444,
+	{ .name = "wakeup_sources",
+	  .parent = ROOT,
+	  .mode = S_IFREG | 0444,
 	  .store = wakeup_sources_store,
 	  .show_rows = wakeup_sources_show_rows,
 	  .skip_rows = wakeup_sources_skip_rows,
-	  .size_bound = wakeup_sources_size, .debugfs = TRUE },
-	[STATS_DIR] = { .name = "suspend_stats", .parent = ROOT,
+	  .size_bound = wakeup_sources_size,
+	  .debugfs = TRUE },
+	[STATS_DIR] = { .name = "suspend_stats",
+			.parent = ROOT,
 			.mode = S_IFDIR | 0755 },
 	STAT_FILE(success),
 	STAT_FILE(fail),
@@ -709,8 +734,12 @@ static const struct pf_attr attrs[] = {
 	HOST_RW(pm_test),
 	HOST_RW(pm_print_times),
 	HOST_RW(pm_debug_messages),
-	{ .name = "pm_wakeup_irq", .parent = ROOT, .mode = S_IFREG | 0444,
-	  .size = 4096, .show = pm_wakeup_irq_show, .host = TRUE },
+	{ .name = "pm_wakeup_irq",
+	  .parent = ROOT,
+	  .mode = S_IFREG | 0444,
+	  .size = 4096,
+	  .show = pm_wakeup_irq_show,
+	  .host = TRUE },
 	HIBERNATION(disk),
 	HIBERNATION(image_size),
 	HIBERNATION(reserved_size),
@@ -733,11 +762,15 @@ static int last_suspend_time_show(struct power *pw, GString *out)
 }
 
 static const struct pf_attr wakeup_reasons_attrs[] = {
-	{ .name = "last_resume_reason", .parent = ROOT,
-	  .mode = S_IFREG | 0444, .size = 4096,
+	{ .name = "last_resume_reason",
+	  .parent = ROOT,
+	  .mode = S_IFREG | 0444,
+	  .size = 4096,
 	  .show = last_resume_reason_show },
-	{ .name = "last_suspend_time", .parent = ROOT,
-	  .mode = S_IFREG | 0444, .size = 4096,
+	{ .name = "last_suspend_time",
+	  .parent = ROOT,
+	  .mode = S_IFREG | 0444,
+	  .size = 4096,
 	  .show = last_suspend_time_show },
 };
 

@@ -84,14 +84,15 @@ static void warn_once_unreadable(const char *path, int err)
 	if (g_once_init_enter(&warned)) {
 		g_warning("%s: %s: writers that powerfs may not inspect get "
 			  "EPERM from wake_lock and wake_unlock (powerfs needs "
-			  "CAP_SYS_PTRACE)", path, g_strerror(err));
+			  "CAP_SYS_PTRACE)",
+			  path, g_strerror(err));
 		g_once_init_leave(&warned, 1);
 	}
 }
 
 static gboolean owner_trusted(int ns, const GArray *trusted_owners)
 {
-	uid_t owner = (uid_t)-1;	/* valgrind knows no nsfs ioctl */
+	uid_t owner = (uid_t)-1; /* valgrind knows no nsfs ioctl */
 
 	if (ioctl(ns, NS_GET_OWNER_UID, &owner) < 0)
 		return FALSE;
@@ -182,7 +183,7 @@ gboolean pf_caps_caller_capable(pid_t tid, uid_t uid, int cap,
 	if (tid <= 0)
 		return uid == 0;
 	if (syscall(SYS_capget, &hdr, data) < 0)
-		return FALSE;	/* gone already */
+		return FALSE; /* gone already */
 	if (!(data[CAP_TO_INDEX(cap)].effective & CAP_TO_MASK(cap)))
 		return FALSE;
 

@@ -35,7 +35,7 @@
 /* ino 1 is the root; source id N has its directory at DIR_INO(N) and its
  * files right after it. */
 #define INO_PER_SOURCE 16
-#define DIR_INO(id) ((fuse_ino_t)2 + (fuse_ino_t)(id) * INO_PER_SOURCE)
+#define DIR_INO(id) ((fuse_ino_t)2 + (fuse_ino_t)(id)*INO_PER_SOURCE)
 
 /* sysfs_emit() writes at most PAGE_SIZE - 1 characters. */
 #define CONTENT_MAX 4095
@@ -47,11 +47,17 @@ enum field_kind { FIELD_NAME, FIELD_ULONG, FIELD_LLONG };
 static const struct field {
 	const char *name;
 	enum field_kind kind;
-	size_t offset;		/* in struct wakeup_stats */
+	size_t offset; /* in struct wakeup_stats */
 } fields[] = {
 	{ "name", FIELD_NAME, 0 },
-#define ULONG_FIELD(f) { #f, FIELD_ULONG, offsetof(struct wakeup_stats, f) }
-#define LLONG_FIELD(f) { #f, FIELD_LLONG, offsetof(struct wakeup_stats, f) }
+#define ULONG_FIELD(f)                                            \
+	{                                                         \
+#f, FIELD_ULONG, offsetof(struct wakeup_stats, f) \
+	}
+#define LLONG_FIELD(f)                                            \
+	{                                                         \
+#f, FIELD_LLONG, offsetof(struct wakeup_stats, f) \
+	}
 	ULONG_FIELD(active_count),
 	ULONG_FIELD(event_count),
 	ULONG_FIELD(wakeup_count),
@@ -79,15 +85,15 @@ enum node_kind { NODE_NONE, NODE_ROOT, NODE_DIR, NODE_FILE };
 
 struct node {
 	enum node_kind kind;
-	guint id;		/* NODE_DIR, NODE_FILE */
-	guint field;		/* NODE_FILE: index into fields[] */
-	struct wakeup_source *ws;	/* NODE_DIR, NODE_FILE */
+	guint id;		  /* NODE_DIR, NODE_FILE */
+	guint field;		  /* NODE_FILE: index into fields[] */
+	struct wakeup_source *ws; /* NODE_DIR, NODE_FILE */
 };
 
 struct open_file {
-	struct pf_snapshot snap;	/* first: the session frees the record */
+	struct pf_snapshot snap; /* first: the session frees the record */
 	guint id, field;
-	guint64 serial;		/* the source at open time; 0 = none */
+	guint64 serial; /* the source at open time; 0 = none */
 };
 
 static struct pf_class_wakeup *req_cw(fuse_req_t req)
@@ -140,7 +146,7 @@ static void node_stat(struct pf_class_wakeup *cw, fuse_ino_t ino,
 	if (n->kind == NODE_FILE) {
 		st->st_mode = S_IFREG | 0444;
 		st->st_nlink = 1;
-		st->st_size = 4096;	/* as every sysfs attribute */
+		st->st_size = 4096; /* as every sysfs attribute */
 	} else {
 		guint subdirs = 0;
 
@@ -312,13 +318,15 @@ static void show_field(const struct wakeup_source *ws, guint field,
 	} else {
 		wakeup_source_get_stats(ws, &st);
 		if (f->kind == FIELD_ULONG)
-			g_string_append_printf(out, "%lu\n",
+			g_string_append_printf(
+				out, "%lu\n",
 				*(const gulong *)((const char *)&st +
 						  f->offset));
 		else
-			g_string_append_printf(out, "%lld\n",
-				(long long)*(const gint64 *)(
-					(const char *)&st + f->offset));
+			g_string_append_printf(
+				out, "%lld\n",
+				(long long)*(const gint64 *)((const char *)&st +
+							     f->offset));
 	}
 	if (out->len > CONTENT_MAX)
 		g_string_truncate(out, CONTENT_MAX);
@@ -328,8 +336,8 @@ static void cw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct pf_class_wakeup *cw = req_cw(req);
-	struct open_file *of = (struct open_file *)pf_session_open_file(
-		cw->session, fi, ino);
+	struct open_file *of =
+		(struct open_file *)pf_session_open_file(cw->session, fi, ino);
 	struct wakeup_source *ws;
 
 	/* Reads through the page cache (sendfile and splice on Linux 6.5 and
@@ -390,9 +398,9 @@ static gint compare_ids(gconstpointer a, gconstpointer b)
  * An entry's cookie is what the kernel hands back as off to continue after
  * it, so entries are listed in cookie order and sources that appear or
  * vanish between two calls do not shift the others. */
-static gboolean add_entry(fuse_req_t req, char *buf, size_t size,
-			  size_t *used, off_t off, const char *name,
-			  fuse_ino_t ino, mode_t type, off_t cookie)
+static gboolean add_entry(fuse_req_t req, char *buf, size_t size, size_t *used,
+			  off_t off, const char *name, fuse_ino_t ino,
+			  mode_t type, off_t cookie)
 {
 	struct stat st = { .st_ino = ino, .st_mode = type };
 	size_t need;
@@ -423,12 +431,12 @@ static void cw_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	/* A directory whose source vanished while open lists only its dots,
 	 * as a removed sysfs directory does. */
 	if (!add_entry(req, buf, size, &used, off, ".", ino, S_IFDIR, 1) ||
-	    !add_entry(req, buf, size, &used, off, "..",
-		       FUSE_ROOT_ID, S_IFDIR, 2))
+	    !add_entry(req, buf, size, &used, off, "..", FUSE_ROOT_ID, S_IFDIR,
+		       2))
 		goto out;
 	if (dir.kind == NODE_ROOT) {
-		g_autoptr(GArray) ids = g_array_new(FALSE, FALSE,
-						    sizeof(guint));
+		g_autoptr(GArray) ids =
+			g_array_new(FALSE, FALSE, sizeof(guint));
 
 		wakeup_foreach_source(cw->engine, collect_id, ids);
 		g_array_sort(ids, compare_ids);

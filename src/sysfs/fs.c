@@ -72,23 +72,34 @@
 /* The paths in the order of the table of the versions before INO_NAMED:
  * number N (N >= 2) was row N - 2. */
 static const char *const legacy_paths[] = {
-	"state", "wakeup_count", "autosleep", "wake_lock", "wake_unlock",
-	"wakeup_sources", "suspend_stats", "suspend_stats/success",
-	"suspend_stats/fail", "suspend_stats/failed_freeze",
-	"suspend_stats/failed_prepare", "suspend_stats/failed_suspend",
+	"state",
+	"wakeup_count",
+	"autosleep",
+	"wake_lock",
+	"wake_unlock",
+	"wakeup_sources",
+	"suspend_stats",
+	"suspend_stats/success",
+	"suspend_stats/fail",
+	"suspend_stats/failed_freeze",
+	"suspend_stats/failed_prepare",
+	"suspend_stats/failed_suspend",
 	"suspend_stats/failed_suspend_late",
-	"suspend_stats/failed_suspend_noirq", "suspend_stats/failed_resume",
+	"suspend_stats/failed_suspend_noirq",
+	"suspend_stats/failed_resume",
 	"suspend_stats/failed_resume_early",
-	"suspend_stats/failed_resume_noirq", "suspend_stats/last_failed_dev",
-	"suspend_stats/last_failed_errno", "suspend_stats/last_failed_step",
+	"suspend_stats/failed_resume_noirq",
+	"suspend_stats/last_failed_dev",
+	"suspend_stats/last_failed_errno",
+	"suspend_stats/last_failed_step",
 };
 
 struct node {
-	const struct pf_attr *attr;	/* NULL for the root */
-	struct node *parent;	/* NULL for the root */
+	const struct pf_attr *attr; /* NULL for the root */
+	struct node *parent;	    /* NULL for the root */
 	fuse_ino_t ino;
 	gboolean absent;	/* not served here (pf_attr_present()) */
-	struct pf_owner *owner;	/* its mode and owner (owners.h) */
+	struct pf_owner *owner; /* its mode and owner (owners.h) */
 	nlink_t nlink;
 	struct timespec atime, mtime, ctime;
 	/* Times were set since the mount (kernfs keeps an inode's times
@@ -97,11 +108,11 @@ struct node {
 };
 
 struct open_file {
-	struct pf_snapshot snap;	/* first: the session frees the record */
+	struct pf_snapshot snap; /* first: the session frees the record */
 	struct node *node;
-	guint row;		/* show_rows files: the next row to print */
-	gsize seq_size;		/* show_rows files: seq_file's buffer size */
-	gboolean pending_row;	/* snap holds a whole row not yet returned */
+	guint row;	      /* show_rows files: the next row to print */
+	gsize seq_size;	      /* show_rows files: seq_file's buffer size */
+	gboolean pending_row; /* snap holds a whole row not yet returned */
 };
 
 struct pf_fs {
@@ -109,19 +120,19 @@ struct pf_fs {
 	struct pf_session *session;
 	gboolean debug;
 	struct pf_owners *owners;
-	struct pf_owners *own_owners;	/* if the caller gave none */
+	struct pf_owners *own_owners; /* if the caller gave none */
 	struct pf_owner root_owner;
-	struct node *nodes;	/* the root, then the table's rows */
+	struct node *nodes; /* the root, then the table's rows */
 	guint n_nodes;
-	GHashTable *by_ino;	/* INO_NAMED numbers -> struct node */
+	GHashTable *by_ino; /* INO_NAMED numbers -> struct node */
 	struct node *legacy[G_N_ELEMENTS(legacy_paths)];
-	GQueue parked;		/* struct parked: waiting for the core */
-	GQueue answered;	/* struct parked: answered early, core pending */
-	GQueue interrupted;	/* struct parked: to be answered EINTR */
+	GQueue parked;	    /* struct parked: waiting for the core */
+	GQueue answered;    /* struct parked: answered early, core pending */
+	GQueue interrupted; /* struct parked: to be answered EINTR */
 	guint interrupt_idle;
-	struct parked *spare;	/* for the next write */
-	GString *scratch;	/* for printing rows */
-	wakeup_func before_reply;	/* to a request that changes things */
+	struct parked *spare;	  /* for the next write */
+	GString *scratch;	  /* for printing rows */
+	wakeup_func before_reply; /* to a request that changes things */
 	gpointer before_reply_data;
 	/* The host sleeps, its tasks frozen or about to be: no request may
 	 * wait here until it resumed. */
@@ -162,7 +173,8 @@ static struct node *node_get(struct pf_fs *fs, fuse_ino_t ino)
 		return g_hash_table_lookup(fs->by_ino, &ino);
 	row = ino & ((1u << LEGACY_SHIFT) - 1);
 	return row >= 2 && row - 2 < G_N_ELEMENTS(fs->legacy) ?
-		       fs->legacy[row - 2] : NULL;
+		       fs->legacy[row - 2] :
+		       NULL;
 }
 
 static double attr_seconds(const struct node *n)
@@ -226,8 +238,7 @@ static void node_stat(struct pf_fs *fs, const struct node *n, struct stat *st)
 	st->st_ctim = n->ctime;
 }
 
-void pf_fs_set_before_reply(struct pf_fs *fs, wakeup_func func,
-			    gpointer data)
+void pf_fs_set_before_reply(struct pf_fs *fs, wakeup_func func, gpointer data)
 {
 	fs->before_reply = func;
 	fs->before_reply_data = data;
@@ -316,14 +327,14 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	else if (to_set & FUSE_SET_ATTR_SIZE)
 		n->mtime = now;
 	if (to_set & FUSE_SET_ATTR_MODE)
-		n->owner->mode = (n->owner->mode & S_IFMT) |
-				 (attr->st_mode & 07777);
+		n->owner->mode =
+			(n->owner->mode & S_IFMT) | (attr->st_mode & 07777);
 	if (to_set & FUSE_SET_ATTR_UID)
 		n->owner->uid = attr->st_uid;
 	if (to_set & FUSE_SET_ATTR_GID)
 		n->owner->gid = attr->st_gid;
-	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
-		      FUSE_SET_ATTR_GID)) {
+	if (to_set &
+	    (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
 		g_info("%s: mode %04o owner %u:%u", node_name(n),
 		       n->owner->mode & 07777, n->owner->uid, n->owner->gid);
 		/* The state file keeps it. */
@@ -481,15 +492,17 @@ static void read_rows(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
 			const char *end = out->str + out->len - 1;
 
 			trim_at = (gsize)((const char *)memrchr(
-				out->str + left, '\n',
-				(gsize)(end - out->str) - left) - out->str) + 1;
+						  out->str + left, '\n',
+						  (gsize)(end - out->str) -
+							  left) -
+					  out->str) +
+				  1;
 		}
 	}
 	n = MIN(size, trim_at ? trim_at : out->len);
 	g_string_truncate(of->snap.text, 0);
 	if (out->len > n)
-		g_string_append_len(of->snap.text, out->str + n,
-				    out->len - n);
+		g_string_append_len(of->snap.text, out->str + n, out->len - n);
 	of->pending_row = trim_at != 0;
 	of->snap.valid = TRUE;
 	of->snap.end = off + n;
@@ -515,7 +528,7 @@ static void parked_read_wake(gpointer data)
 	struct parked *p = data;
 	struct pf_fs *fs = p->fs;
 
-	p->waiter = NULL;	/* it is done: nothing to cancel */
+	p->waiter = NULL; /* it is done: nothing to cancel */
 	read_unpark(fs, p);
 	read_fresh(fs, p->req, p->of, p->size, p->off);
 	g_free(p);
@@ -560,8 +573,7 @@ static void parked_read_interrupted(fuse_req_t req, void *data)
 	if (!fs->interrupt_idle)
 		fs->interrupt_idle = g_idle_add(answer_interrupted, fs);
 	if (fs->debug)
-		g_debug("%s: blocked read interrupted",
-			node_name(p->of->node));
+		g_debug("%s: blocked read interrupted", node_name(p->of->node));
 }
 
 static void park_read(struct pf_fs *fs, fuse_req_t req, struct open_file *of,
@@ -585,8 +597,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct pf_fs *fs = req_fs(req);
-	struct open_file *of = (struct open_file *)pf_session_open_file(
-		fs->session, fi, ino);
+	struct open_file *of =
+		(struct open_file *)pf_session_open_file(fs->session, fi, ino);
 
 	/* The kernel names the lock owner of every read(2)-style read; the
 	 * page cache's reads (sendfile, splice, mmap) have none.  They are
@@ -599,7 +611,8 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			g_autofree char *path = node_path(fs, of->node);
 
 			g_debug("read %s %zu@%jd by pid %d through the page "
-				"cache: EINVAL", path, size, (intmax_t)off,
+				"cache: EINVAL",
+				path, size, (intmax_t)off,
 				(int)fuse_req_ctx(req)->pid);
 		}
 		fuse_reply_err(req, EINVAL);
@@ -680,9 +693,9 @@ static void answer_parked(struct pf_fs *fs, gboolean answer_writes,
 			fuse_reply_err(p->req, EINTR);
 			g_free(p);
 		} else if (!cancel_write(fs, p, EINTR) && answer_writes) {
-			answer_write_early(fs, p, write_result < 0 ?
-							  write_result :
-							  (gssize)p->len);
+			answer_write_early(fs, p,
+					   write_result < 0 ? write_result :
+							      (gssize)p->len);
 		}
 		l = next;
 	}
@@ -732,7 +745,8 @@ static void parked_write_interrupted(fuse_req_t req, void *data)
 		if (!pf_attrs_store_interrupted(fs->pw, p, pid))
 			return;
 		g_info("write interrupted by the freezer of its sleep: "
-		       "answered now (pid %d)", (int)pid);
+		       "answered now (pid %d)",
+		       (int)pid);
 		p->early = TRUE;
 	}
 	g_queue_unlink(&fs->parked, &p->link);
@@ -774,7 +788,8 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	if (n->attr->not_twice && pf_session_replaying(fs->session)) {
 		g_warning("a write of %s that the previous server had taken "
 			  "and not answered is refused with EBUSY, not done "
-			  "again (pid %d)", node_name(n), caller.pid);
+			  "again (pid %d)",
+			  node_name(n), caller.pid);
 		reply_store(req, -EBUSY);
 		return;
 	}
@@ -791,7 +806,8 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		g_debug("write %s \"%s\" by pid %d uid %u: %s", node_name(n),
 			shown, caller.pid, caller.uid,
 			ret == PF_PENDING ? "pending" :
-			ret < 0 ? g_strerror((int)-ret) : "ok");
+			ret < 0		  ? g_strerror((int)-ret) :
+					    "ok");
 	}
 	if (ret == PF_PENDING) {
 		g_queue_push_tail_link(&fs->parked, &p->link);
@@ -828,8 +844,8 @@ static void fs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 	else if (off >= n->attr->size)
 		fuse_reply_err(req, ENXIO);
 	else
-		fuse_reply_lseek(req, whence == SEEK_DATA ? off :
-							   n->attr->size);
+		fuse_reply_lseek(req,
+				 whence == SEEK_DATA ? off : n->attr->size);
 }
 
 static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -928,15 +944,20 @@ static void build_nodes(struct pf_fs *fs, const struct pf_attr *attrs,
 	fs->nodes = g_new0(struct node, fs->n_nodes);
 	fs->by_ino = g_hash_table_new(g_int64_hash, g_int64_equal);
 	fs->root_owner = (struct pf_owner){ .mode = S_IFDIR | 0755 };
-	fs->nodes[0] = (struct node){ .owner = &fs->root_owner, .nlink = 2,
-				      .ino = FUSE_ROOT_ID, .atime = now,
-				      .mtime = now, .ctime = now };
+	fs->nodes[0] = (struct node){ .owner = &fs->root_owner,
+				      .nlink = 2,
+				      .ino = FUSE_ROOT_ID,
+				      .atime = now,
+				      .mtime = now,
+				      .ctime = now };
 	for (guint i = 0; i < n_attrs; i++)
 		fs->nodes[i + 1] = (struct node){
 			.attr = &attrs[i],
 			.parent = &fs->nodes[attrs[i].parent + 1],
 			.nlink = S_ISDIR(attrs[i].mode) ? 2 : 1,
-			.atime = now, .mtime = now, .ctime = now,
+			.atime = now,
+			.mtime = now,
+			.ctime = now,
 			.absent = !pf_attr_present(&attrs[i], fs->pw),
 		};
 	for (guint i = 1; i < fs->n_nodes; i++) {
@@ -946,7 +967,7 @@ static void build_nodes(struct pf_fs *fs, const struct pf_attr *attrs,
 		n->owner = pf_owners_add(fs->owners, path, n->attr->mode,
 					 !n->absent);
 		if (n->absent)
-			continue;	/* its number names nothing: ESTALE */
+			continue; /* its number names nothing: ESTALE */
 		n->ino = INO_NAMED | (path_hash(path) & INO_HASH_MASK);
 		/* Names are few: a collision is a bug to see at once. */
 		g_assert(!g_hash_table_contains(fs->by_ino, &n->ino));
@@ -970,11 +991,10 @@ static struct pf_snapshot *adopt(void *userdata, fuse_ino_t ino)
 }
 
 struct pf_fs *pf_fs_serve(struct power *pw, const struct pf_attr *attrs,
-			  guint n_attrs, struct pf_owners *owners,
-			  int fuse_fd, int session_fd,
-			  const char *mountpoint, gboolean debug,
-			  GSourceFunc on_unmounted, gpointer data,
-			  GError **error)
+			  guint n_attrs, struct pf_owners *owners, int fuse_fd,
+			  int session_fd, const char *mountpoint,
+			  gboolean debug, GSourceFunc on_unmounted,
+			  gpointer data, GError **error)
 {
 	struct pf_fs *fs = g_new0(struct pf_fs, 1);
 
@@ -989,9 +1009,9 @@ struct pf_fs *pf_fs_serve(struct power *pw, const struct pf_attr *attrs,
 	fs->scratch = g_string_sized_new(4096);
 	build_nodes(fs, attrs, n_attrs);
 	pf_refuse_changes(&fs_ops);
-	fs->session = pf_session_serve(&fs_ops, fs, fuse_fd, session_fd,
-				       mountpoint, adopt, on_unmounted, data,
-				       error);
+	fs->session =
+		pf_session_serve(&fs_ops, fs, fuse_fd, session_fd, mountpoint,
+				 adopt, on_unmounted, data, error);
 	if (!fs->session) {
 		g_string_free(fs->scratch, TRUE);
 		g_hash_table_unref(fs->by_ino);
@@ -1000,8 +1020,9 @@ struct pf_fs *pf_fs_serve(struct power *pw, const struct pf_attr *attrs,
 		g_free(fs);
 		return NULL;
 	}
-	pf_events_subscribe(pw->events, PF_EVENT_BIT(PF_EVENT_SLEEPING) |
-					PF_EVENT_BIT(PF_EVENT_RESUMED),
+	pf_events_subscribe(pw->events,
+			    PF_EVENT_BIT(PF_EVENT_SLEEPING) |
+				    PF_EVENT_BIT(PF_EVENT_RESUMED),
 			    fs_sleep_event, fs);
 	g_message("serving %s (backend %s)", mountpoint,
 		  pw->backend->ops->name);

@@ -10,8 +10,8 @@ struct entry {
 };
 
 struct pf_owners {
-	GPtrArray *entries;	/* struct entry, in the order added */
-	GHashTable *by_path;	/* path -> struct entry */
+	GPtrArray *entries;  /* struct entry, in the order added */
+	GHashTable *by_path; /* path -> struct entry */
 };
 
 static void entry_free(gpointer data)
@@ -53,8 +53,8 @@ struct pf_owner *pf_owners_add(struct pf_owners *owners, const char *path,
 	return &e->owner;
 }
 
-gboolean pf_owners_set(struct pf_owners *owners, const char *path,
-		       mode_t mode, uid_t uid, gid_t gid)
+gboolean pf_owners_set(struct pf_owners *owners, const char *path, mode_t mode,
+		       uid_t uid, gid_t gid)
 {
 	struct entry *e = g_hash_table_lookup(owners->by_path, path);
 
@@ -78,8 +78,7 @@ void pf_owners_foreach(const struct pf_owners *owners, pf_owners_visit visit,
 	}
 }
 
-void pf_owners_chown_writable(struct pf_owners *owners, uid_t uid,
-			      gid_t gid)
+void pf_owners_chown_writable(struct pf_owners *owners, uid_t uid, gid_t gid)
 {
 	for (guint i = 0; i < owners->entries->len; i++) {
 		struct entry *e = owners->entries->pdata[i];

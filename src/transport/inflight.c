@@ -90,27 +90,27 @@
 
 struct area_header {
 	char magic[8];
-	guint32 page_bytes;	/* the page size that laid it out */
-	guint32 max_write;	/* what this connection negotiated */
-	guint32 read_bytes;	/* each read buffer */
-	guint32 slot_bytes;	/* one slot */
-	guint32 n_slots;	/* slots the file holds */
-	guint32 used;		/* slots [0, used) have been taken */
-	guint64 seen[PF_INFLIGHT_READERS];	/* last request each saw */
-	guint64 processing;	/* id (no resend bit) being processed, or 0 */
+	guint32 page_bytes;		   /* the page size that laid it out */
+	guint32 max_write;		   /* what this connection negotiated */
+	guint32 read_bytes;		   /* each read buffer */
+	guint32 slot_bytes;		   /* one slot */
+	guint32 n_slots;		   /* slots the file holds */
+	guint32 used;			   /* slots [0, used) have been taken */
+	guint64 seen[PF_INFLIGHT_READERS]; /* last request each saw */
+	guint64 processing; /* id (no resend bit) being processed, or 0 */
 	struct {
-		guint64 unique;	/* 0: free */
-		guint32 deaths;	/* servers it crashed in turn */
+		guint64 unique; /* 0: free */
+		guint32 deaths; /* servers it crashed in turn */
 		guint32 pad;
 	} deaths[N_DEATHS];
 };
 
 struct slot {
-	guint64 unique;		/* 0: free */
+	guint64 unique; /* 0: free */
 	guint32 len;
-	guint16 interrupted;	/* its caller was signalled (an INTERRUPT) */
+	guint16 interrupted; /* its caller was signalled (an INTERRUPT) */
 	guint16 pad;
-	unsigned char data[];	/* len bytes, at most read_bytes */
+	unsigned char data[]; /* len bytes, at most read_bytes */
 };
 
 /* Kept requests that their reader has not finished processing: a reader
@@ -120,27 +120,27 @@ struct slot {
 #define FRESH_MAX 8
 
 struct pf_inflight {
-	GMutex lock;		/* readers keep requests outside the loop lock */
+	GMutex lock; /* readers keep requests outside the loop lock */
 	char *name;
 	int fd;
 	gsize page;
-	void *map;		/* header and read buffers */
+	void *map; /* header and read buffers */
 	gsize map_bytes;
 	struct area_header *header;
-	char *readers;		/* PF_INFLIGHT_READERS buffers */
+	char *readers; /* PF_INFLIGHT_READERS buffers */
 	gsize read_bytes, slot_bytes;
 	off_t slots_offset;
-	char *slots;		/* n_slots slots, mapped (or NULL) */
+	char *slots; /* n_slots slots, mapped (or NULL) */
 	gsize slots_map_bytes;
-	GArray *free;		/* guint32, a stack, lowest index on top */
+	GArray *free; /* guint32, a stack, lowest index on top */
 	struct {
 		guint64 unique;
 		guint32 slot;
 	} fresh[FRESH_MAX];
-	guint n_fresh;		/* written under lock, read without too */
-	GHashTable *waiting;	/* unique -> slot index + 1 */
-	GBytes *buffered_init;	/* an INIT found in a read buffer */
-	gint keeping;		/* copies are made (no FUSE_NOTIFY_RESEND) */
+	guint n_fresh;	       /* written under lock, read without too */
+	GHashTable *waiting;   /* unique -> slot index + 1 */
+	GBytes *buffered_init; /* an INIT found in a read buffer */
+	gint keeping;	       /* copies are made (no FUSE_NOTIFY_RESEND) */
 	gboolean full_said;
 };
 
@@ -241,8 +241,8 @@ static gboolean grow(struct pf_inflight *in)
 			g_warning("%s: cannot keep more than %u requests in "
 				  "progress for a successor (%s): those beyond "
 				  "are lost if the server dies on a kernel "
-				  "before 6.9", in->name, old,
-				  g_strerror(errno));
+				  "before 6.9",
+				  in->name, old, g_strerror(errno));
 		in->full_said = TRUE;
 		return FALSE;
 	}
@@ -290,8 +290,7 @@ static guint32 store(struct pf_inflight *in, const void *req, gsize len)
 	return i;
 }
 
-static void wait_for_answer(struct pf_inflight *in, guint64 unique,
-			    guint32 i)
+static void wait_for_answer(struct pf_inflight *in, guint64 unique, guint32 i)
 {
 	g_hash_table_insert(in->waiting, g_memdup2(&unique, sizeof(unique)),
 			    GUINT_TO_POINTER(i + 1));
@@ -409,8 +408,7 @@ static void rescue_unseen(struct pf_inflight *in, guint r)
 
 /* What a previous server left: the requests in slots, and those read into
  * a buffer and never seen. */
-static void find_left(struct pf_inflight *in, GPtrArray *left,
-		      GArray *refused)
+static void find_left(struct pf_inflight *in, GPtrArray *left, GArray *refused)
 {
 	struct area_header *h = in->header;
 	g_autofree gboolean *taken = g_new0(gboolean, h->n_slots);
@@ -424,7 +422,8 @@ static void find_left(struct pf_inflight *in, GPtrArray *left,
 			continue;
 		if (!slot_valid(in, s)) {
 			g_warning("%s: a damaged record of a request in slot "
-				  "%u is dropped", in->name, i);
+				  "%u is dropped",
+				  in->name, i);
 			s->unique = 0;
 			continue;
 		}
@@ -500,7 +499,8 @@ static struct pf_inflight *open_failed(struct pf_inflight *in)
 {
 	g_warning("%s: cannot keep the requests in progress for a successor "
 		  "(%s): after a crash on Linux before 6.9 their callers would "
-		  "wait until the mount goes", in->name, g_strerror(errno));
+		  "wait until the mount goes",
+		  in->name, g_strerror(errno));
 	pf_inflight_free(in);
 	return NULL;
 }
@@ -525,8 +525,8 @@ struct pf_inflight *pf_inflight_open(int session_fd, const char *name,
 	in->page = page_size();
 	in->keeping = TRUE;
 	g_mutex_init(&in->lock);
-	in->waiting = g_hash_table_new_full(g_int64_hash, g_int64_equal,
-					    g_free, NULL);
+	in->waiting = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free,
+					    NULL);
 	in->free = g_array_new(FALSE, FALSE, sizeof(guint32));
 	if (fstat(session_fd, &st) < 0)
 		return open_failed(in);
@@ -537,13 +537,14 @@ struct pf_inflight *pf_inflight_open(int session_fd, const char *name,
 		if (probe.magic[0])
 			g_warning("%s: the record of requests in progress has "
 				  "another layout (an older powerfs?): not "
-				  "used", name);
+				  "used",
+				  name);
 		set_sizes(in, connection_max_write(session_fd));
 	}
 	if ((st.st_size < AREA_OFFSET + (off_t)in->map_bytes &&
 	     ftruncate(session_fd, AREA_OFFSET + (off_t)in->map_bytes) < 0) ||
-	    (map = mmap(NULL, in->map_bytes, PROT_READ | PROT_WRITE,
-			MAP_SHARED, session_fd, AREA_OFFSET)) == MAP_FAILED)
+	    (map = mmap(NULL, in->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
+			session_fd, AREA_OFFSET)) == MAP_FAILED)
 		return open_failed(in);
 	in->map = map;
 	in->header = map;
@@ -584,8 +585,7 @@ GBytes *pf_inflight_take_buffered_init(struct pf_inflight *in)
 	return in ? g_steal_pointer(&in->buffered_init) : NULL;
 }
 
-void *pf_inflight_read_buffer(struct pf_inflight *in, guint reader,
-			      gsize *size)
+void *pf_inflight_read_buffer(struct pf_inflight *in, guint reader, gsize *size)
 {
 	if (!in || reader >= PF_INFLIGHT_READERS)
 		return NULL;

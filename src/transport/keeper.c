@@ -48,9 +48,9 @@
 
 /* One connection: the /dev/fuse descriptor and its session file. */
 struct conn {
-	const char *name;	/* fd store names: NAME-fuse, NAME-session */
+	const char *name; /* fd store names: NAME-fuse, NAME-session */
 	const char *mountpoint;
-	struct pf_mount *mount;	/* if the keeper mounted it */
+	struct pf_mount *mount; /* if the keeper mounted it */
 	int fuse_fd, session_fd;
 };
 
@@ -63,15 +63,15 @@ struct keeper {
 	/* The main mount, /sys/class/wakeup, /sys/kernel/wakeup_reasons. */
 	struct conn conns[3];
 	guint n_conns;
-	char *exe;		/* the binary on disk, for upgrades */
-	pid_t server;		/* 0: none runs (a fork failed) */
-	int ready_fd;		/* read end: the server says it serves */
-	gboolean ready;		/* this keeper said READY=1 */
-	gboolean served;	/* a server served this mount (any keeper) */
+	char *exe;	 /* the binary on disk, for upgrades */
+	pid_t server;	 /* 0: none runs (a fork failed) */
+	int ready_fd;	 /* read end: the server says it serves */
+	gboolean ready;	 /* this keeper said READY=1 */
+	gboolean served; /* a server served this mount (any keeper) */
 	gboolean stopping, upgrading;
-	gboolean reloading;	/* RELOADING=1 said, READY=1 owed */
-	gboolean crashed;	/* the last server died of a crash */
-	gint64 retry_at;	/* monotonic: start a server then, or 0 */
+	gboolean reloading; /* RELOADING=1 said, READY=1 owed */
+	gboolean crashed;   /* the last server died of a crash */
+	gint64 retry_at;    /* monotonic: start a server then, or 0 */
 	guint retry_ms;
 	gint64 crashes[CRASHES_MAX];
 };
@@ -135,7 +135,8 @@ static gboolean get_connections(struct keeper *k, GError **error)
 		if (!keeper_parse_fds(handed, fds, 2 * k->n_conns)) {
 			g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
 				    "POWERFS_KEEPER_FDS=%s: not our "
-				    "connections", handed);
+				    "connections",
+				    handed);
 			return FALSE;
 		}
 		for (guint i = 0; i < k->n_conns; i++) {
@@ -144,16 +145,18 @@ static gboolean get_connections(struct keeper *k, GError **error)
 		}
 		g_unsetenv("POWERFS_KEEPER_FDS");
 		g_message("%s: taking the connection over from the previous "
-			  "keeper", k->cfg->mountpoint);
+			  "keeper",
+			  k->cfg->mountpoint);
 		k->served = TRUE;
 		return TRUE;
 	}
 	n = sd_listen_fds_with_names(1, &names);
 	for (guint i = 0; i < k->n_conns; i++) {
 		struct conn *c = &k->conns[i];
-		g_autofree char *fuse_name = g_strconcat(c->name, "-fuse", NULL);
-		g_autofree char *session_name = g_strconcat(c->name,
-							    "-session", NULL);
+		g_autofree char *fuse_name =
+			g_strconcat(c->name, "-fuse", NULL);
+		g_autofree char *session_name =
+			g_strconcat(c->name, "-session", NULL);
 
 		c->fuse_fd = c->session_fd = -1;
 		for (int j = 0; j < n; j++) {
@@ -164,7 +167,8 @@ static gboolean get_connections(struct keeper *k, GError **error)
 		}
 		if (c->fuse_fd >= 0 && c->session_fd >= 0) {
 			g_message("%s: taking the connection back from the "
-				  "service manager", c->mountpoint);
+				  "service manager",
+				  c->mountpoint);
 			k->served = TRUE;
 			continue;
 		}
@@ -225,8 +229,8 @@ static void set_mount_env(const struct keeper *k)
 static void server_signals(sigset_t *set)
 {
 	sigemptyset(set);
-	sigaddset(set, SIGUSR1);	/* the keeper died */
-	sigaddset(set, SIGUSR2);	/* hand over (an upgrade) */
+	sigaddset(set, SIGUSR1); /* the keeper died */
+	sigaddset(set, SIGUSR2); /* hand over (an upgrade) */
 	sigaddset(set, SIGHUP);
 }
 
@@ -275,7 +279,7 @@ static gboolean start_server(struct keeper *k)
 		else
 			g_unsetenv("POWERFS_SERVER_CRASHED");
 		set_mount_env(k);
-		g_unsetenv("NOTIFY_SOCKET");	/* the keeper speaks for us */
+		g_unsetenv("NOTIFY_SOCKET"); /* the keeper speaks for us */
 		/* The image the keeper runs, even if the file was replaced. */
 		execv("/proc/self/exe", k->cfg->argv);
 		fprintf(stderr, "powerfs: cannot run a server: %s\n",
@@ -358,8 +362,8 @@ static gboolean upgrade_now(struct keeper *k, int *exit_status)
 /* The server ended: go on with another, or end (TRUE, *exit_status). */
 static gboolean server_ended(struct keeper *k, int status, int *exit_status)
 {
-	gboolean handed = WIFEXITED(status) &&
-			  WEXITSTATUS(status) == KEEPER_HANDED_OVER;
+	gboolean handed =
+		WIFEXITED(status) && WEXITSTATUS(status) == KEEPER_HANDED_OVER;
 
 	k->server = 0;
 	/* SIGKILL comes from outside (an administrator, the OOM killer):
@@ -371,7 +375,8 @@ static gboolean server_ended(struct keeper *k, int status, int *exit_status)
 		 * upgrade goes on. */
 		if (!handed)
 			g_warning("the server died (%s) during an upgrade: "
-				  "upgrading now", strsignal(WTERMSIG(status)));
+				  "upgrading now",
+				  strsignal(WTERMSIG(status)));
 		return !upgrade_now(k, exit_status);
 	}
 	if (WIFEXITED(status)) {
@@ -389,12 +394,14 @@ static gboolean server_ended(struct keeper *k, int status, int *exit_status)
 		g_warning("the server died (%s) %s: giving up",
 			  strsignal(WTERMSIG(status)),
 			  k->stopping ? "while stopping" :
-			  !k->served ? "before serving" : "again and again");
+			  !k->served  ? "before serving" :
+					"again and again");
 		*exit_status = 1;
 		return TRUE;
 	}
 	g_warning("the server died (%s): starting another; clients wait, "
-		  "the mount stays", strsignal(WTERMSIG(status)));
+		  "the mount stays",
+		  strsignal(WTERMSIG(status)));
 	return !start_or_retry(k, exit_status);
 }
 
@@ -450,7 +457,8 @@ static gboolean on_signal(struct keeper *k, int sig, int *exit_status)
 static int next_signal(struct keeper *k, int sfd, const sigset_t *set,
 		       int timeout_ms)
 {
-	struct pollfd fds[] = { { sfd, POLLIN, 0 }, { k->ready_fd, POLLIN, 0 } };
+	struct pollfd fds[] = { { sfd, POLLIN, 0 },
+				{ k->ready_fd, POLLIN, 0 } };
 	struct signalfd_siginfo si;
 
 	if (sfd < 0) {
@@ -489,13 +497,13 @@ int keeper_run(const struct keeper_config *cfg)
 	k.conns[k.n_conns++] = (struct conn){ .name = "powerfs",
 					      .mountpoint = cfg->mountpoint };
 	if (cfg->class_wakeup_dir)
-		k.conns[k.n_conns++] = (struct conn){
-			.name = "powerfs-cw",
-			.mountpoint = cfg->class_wakeup_dir };
+		k.conns[k.n_conns++] =
+			(struct conn){ .name = "powerfs-cw",
+				       .mountpoint = cfg->class_wakeup_dir };
 	if (cfg->wakeup_reasons_dir)
-		k.conns[k.n_conns++] = (struct conn){
-			.name = "powerfs-wr",
-			.mountpoint = cfg->wakeup_reasons_dir };
+		k.conns[k.n_conns++] =
+			(struct conn){ .name = "powerfs-wr",
+				       .mountpoint = cfg->wakeup_reasons_dir };
 	k.exe = g_file_read_link("/proc/self/exe", NULL);
 	/* The last server crashed (said by the keeper that executed us). */
 	k.crashed = g_getenv("POWERFS_SERVER_CRASHED") != NULL;
@@ -522,8 +530,10 @@ int keeper_run(const struct keeper_config *cfg)
 		goto out;
 	for (;;) {
 		gint64 now = g_get_monotonic_time();
-		int timeout = k.retry_at ?
-			(int)MAX(0, (k.retry_at - now + 999) / 1000) : -1;
+		int timeout =
+			k.retry_at ?
+				(int)MAX(0, (k.retry_at - now + 999) / 1000) :
+				-1;
 		int sig = next_signal(&k, sfd, &set, timeout);
 
 		if (k.retry_at && g_get_monotonic_time() >= k.retry_at &&
@@ -536,8 +546,8 @@ int keeper_run(const struct keeper_config *cfg)
 				goto out;
 			continue;
 		}
-		while (k.server && waitpid(k.server, &status, WNOHANG) ==
-					   k.server)
+		while (k.server &&
+		       waitpid(k.server, &status, WNOHANG) == k.server)
 			if (server_ended(&k, status, &exit_status))
 				goto out;
 	}
@@ -551,8 +561,8 @@ out:
 	/* However the keeper ends, the mount goes: nothing restores this
 	 * file (its name is this keeper's pid). */
 	if (cfg->own_state_file) {
-		g_autofree char *tmp = g_strconcat(cfg->own_state_file, ".tmp",
-						   NULL);
+		g_autofree char *tmp =
+			g_strconcat(cfg->own_state_file, ".tmp", NULL);
 
 		unlink(cfg->own_state_file);
 		unlink(tmp);

@@ -26,15 +26,24 @@
 #include "powerfs/transport/loop-hold.h"
 
 #define BUCKET_US 10
-#define BUCKETS 2000		/* 20 ms; the last bucket takes the rest */
+#define BUCKETS 2000 /* 20 ms; the last bucket takes the rest */
 #define WINDOW_US G_USEC_PER_SEC
 
-enum kind { K_LOOKUP, K_GETATTR, K_OPEN, K_READ, K_WRITE, K_RELEASE,
-	    K_OTHER, K_MAIN, N_KINDS };
+enum kind {
+	K_LOOKUP,
+	K_GETATTR,
+	K_OPEN,
+	K_READ,
+	K_WRITE,
+	K_RELEASE,
+	K_OTHER,
+	K_MAIN,
+	N_KINDS
+};
 
 static const char *const kind_name[N_KINDS] = {
-	"lookup", "getattr", "open", "read", "write", "release", "other",
-	"main-loop",
+	"lookup", "getattr", "open",  "read",
+	"write",  "release", "other", "main-loop",
 };
 
 struct hist {
@@ -85,14 +94,22 @@ static void add(struct hist *h, gint64 us)
 static enum kind kind_of(guint32 opcode)
 {
 	switch (opcode) {
-	case PF_HOLD_MAIN_LOOP: return K_MAIN;
-	case FUSE_LOOKUP: return K_LOOKUP;
-	case FUSE_GETATTR: return K_GETATTR;
-	case FUSE_OPEN: return K_OPEN;
-	case FUSE_READ: return K_READ;
-	case FUSE_WRITE: return K_WRITE;
-	case FUSE_RELEASE: return K_RELEASE;
-	default: return K_OTHER;
+	case PF_HOLD_MAIN_LOOP:
+		return K_MAIN;
+	case FUSE_LOOKUP:
+		return K_LOOKUP;
+	case FUSE_GETATTR:
+		return K_GETATTR;
+	case FUSE_OPEN:
+		return K_OPEN;
+	case FUSE_READ:
+		return K_READ;
+	case FUSE_WRITE:
+		return K_WRITE;
+	case FUSE_RELEASE:
+		return K_RELEASE;
+	default:
+		return K_OTHER;
 	}
 }
 
@@ -121,12 +138,13 @@ static void summarize(gint64 now)
 
 		if (!h->count)
 			continue;
-		g_string_append_printf(s, " %s n=%u p50 %.2f p99 %.2f max %.2f "
-				       "ms (cpu p99 %.2f max %.2f ms);",
-				       kind_name[k], h->count,
-				       quantile_ms(h, 0.5), quantile_ms(h, 0.99),
-				       h->max_us / 1000.0, quantile_ms(c, 0.99),
-				       c->max_us / 1000.0);
+		g_string_append_printf(
+			s,
+			" %s n=%u p50 %.2f p99 %.2f max %.2f "
+			"ms (cpu p99 %.2f max %.2f ms);",
+			kind_name[k], h->count, quantile_ms(h, 0.5),
+			quantile_ms(h, 0.99), h->max_us / 1000.0,
+			quantile_ms(c, 0.99), c->max_us / 1000.0);
 		memset(&stats[k], 0, sizeof(stats[k]));
 	}
 	g_string_truncate(s, s->len - 1);

@@ -13,7 +13,7 @@
 #include "powerfs/transport/mount.h"
 
 struct pf_mount {
-	struct fuse_session *se;	/* for the mount only: never served */
+	struct fuse_session *se; /* for the mount only: never served */
 	char *mountpoint;
 };
 
@@ -23,8 +23,7 @@ struct pf_mount {
 static GMutex last_error_lock;
 static char *last_error;
 
-static void log_to_glib(enum fuse_log_level level, const char *fmt,
-			va_list ap)
+static void log_to_glib(enum fuse_log_level level, const char *fmt, va_list ap)
 {
 	g_autofree char *msg = g_strdup_vprintf(fmt, ap);
 

@@ -14,7 +14,7 @@ static void open_file_free(gpointer data)
 	struct pf_snapshot *snap = data;
 
 	g_string_free(snap->text, TRUE);
-	g_free(snap);		/* the record it is the first member of */
+	g_free(snap); /* the record it is the first member of */
 }
 
 GHashTable *pf_session_open_files_new(void)
@@ -58,8 +58,7 @@ struct pf_snapshot *pf_session_open_file(struct pf_session *ps,
 					 const struct fuse_file_info *fi,
 					 fuse_ino_t ino)
 {
-	struct pf_snapshot *snap = g_hash_table_lookup(ps->open_files,
-						       &fi->fh);
+	struct pf_snapshot *snap = g_hash_table_lookup(ps->open_files, &fi->fh);
 
 	if (snap)
 		return snap;

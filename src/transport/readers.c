@@ -30,10 +30,11 @@
  * own, nor one being freed. */
 #define MAX_SESSIONS 4
 static struct {
-	gint fd;		/* -1: free */
+	gint fd; /* -1: free */
 	gpointer inflight;
-} sessions[MAX_SESSIONS] = { { -1, NULL }, { -1, NULL }, { -1, NULL },
-			     { -1, NULL } };
+} sessions[MAX_SESSIONS] = {
+	{ -1, NULL }, { -1, NULL }, { -1, NULL }, { -1, NULL }
+};
 
 /* The kernel ended the session (fusermount3 -u): tell the main loop. */
 static gboolean session_ended(gpointer data)
@@ -52,7 +53,7 @@ static guint32 request_opcode(const struct fuse_buf *buf, int len)
 	const struct fuse_in_header *in = buf->mem;
 
 	if ((buf->flags & FUSE_BUF_IS_FD) || len < (int)sizeof(*in))
-		return FUSE_INIT;	/* counted as "other" */
+		return FUSE_INIT; /* counted as "other" */
 	return in->opcode;
 }
 
@@ -100,8 +101,7 @@ void pf_session_process(struct pf_session *ps, struct fuse_buf *buf, int len)
 	guint64 unique = request_unique(buf, len);
 
 	ps->resent = (unique & PF_UNIQUE_RESEND) != 0;
-	if (pf_inflight_begin(ps->inflight, unique,
-			      request_opcode(buf, len)))
+	if (pf_inflight_begin(ps->inflight, unique, request_opcode(buf, len)))
 		fuse_session_process_buf(ps->se, buf);
 	else
 		pf_session_refuse_request(ps, unique, EIO);
@@ -177,8 +177,8 @@ int pf_session_start_readers(struct pf_session *ps)
 		struct pf_reader *r = &ps->readers[i];
 
 		r->ps = ps;
-		r->buf.mem = pf_inflight_read_buffer(ps->inflight, i,
-						     &r->buf.size);
+		r->buf.mem =
+			pf_inflight_read_buffer(ps->inflight, i, &r->buf.size);
 		r->buf_mapped = r->buf.mem != NULL;
 		err = pthread_create(&r->thread, NULL, serve, r);
 		r->started = !err;
@@ -228,12 +228,11 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 	return pf_inflight_read(inflight_of(fd), fd, buf, len);
 }
 
-static ssize_t io_writev(int fd, struct iovec *iov, int count,
-			 void *userdata)
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	const struct fuse_out_header *out = iov[0].iov_base;
 	ssize_t res = writev(fd, iov, count);
-	int err = errno;	/* libfuse reads it next */
+	int err = errno; /* libfuse reads it next */
 
 	(void)userdata;
 	/* ENOENT: the request is gone (interrupted, or answered already).
@@ -265,14 +264,14 @@ gboolean pf_session_register(struct pf_session *ps)
 void pf_session_unregister(struct pf_session *ps)
 {
 	for (guint i = 0; i < MAX_SESSIONS; i++)
-		if (ps->fd >= 0 && g_atomic_int_get(&sessions[i].fd) == ps->fd) {
+		if (ps->fd >= 0 &&
+		    g_atomic_int_get(&sessions[i].fd) == ps->fd) {
 			g_atomic_int_set(&sessions[i].fd, -1);
 			g_atomic_pointer_set(&sessions[i].inflight, NULL);
 		}
 }
 
-void pf_session_refuse_request(struct pf_session *ps, guint64 unique,
-			       gint err)
+void pf_session_refuse_request(struct pf_session *ps, guint64 unique, gint err)
 {
 	struct fuse_out_header out = {
 		.len = sizeof(out),
@@ -283,7 +282,7 @@ void pf_session_refuse_request(struct pf_session *ps, guint64 unique,
 
 	if (err == EIO)
 		g_warning("%s: request %" G_GUINT64_FORMAT " crashed three "
-			  "servers in turn: answered EIO", ps->name,
-			  unique & ~PF_UNIQUE_RESEND);
+			  "servers in turn: answered EIO",
+			  ps->name, unique & ~PF_UNIQUE_RESEND);
 	io_writev(ps->fd, &iov, 1, NULL);
 }

@@ -40,8 +40,8 @@ static void refuse_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fuse_reply_err(req, EPERM);
 }
 
-static void refuse_symlink(fuse_req_t req, const char *link,
-			   fuse_ino_t parent, const char *name)
+static void refuse_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+			   const char *name)
 {
 	(void)link, (void)parent, (void)name;
 	fuse_reply_err(req, EPERM);

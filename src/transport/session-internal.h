@@ -33,28 +33,28 @@ G_STATIC_ASSERT(PF_SESSION_READERS <= PF_INFLIGHT_READERS);
 struct pf_reader {
 	struct pf_session *ps;
 	pthread_t thread;
-	struct fuse_buf buf;	/* the thread's own */
-	gboolean buf_mapped;	/* in the session file (inflight.c) */
+	struct fuse_buf buf; /* the thread's own */
+	gboolean buf_mapped; /* in the session file (inflight.c) */
 	gboolean started;
-	gint done;		/* the thread is leaving */
+	gint done; /* the thread is leaving */
 };
 
 struct pf_session {
 	struct fuse_session *se;
-	char *name;		/* the mount point, for messages */
+	char *name; /* the mount point, for messages */
 	struct pf_reader readers[PF_SESSION_READERS];
-	gint ended;		/* a reader has queued session_ended() */
-	gint stopping;		/* readers are asked to leave */
-	int session_fd;		/* where the INIT request is kept, or -1 */
+	gint ended;	/* a reader has queued session_ended() */
+	gint stopping;	/* readers are asked to leave */
+	int session_fd; /* where the INIT request is kept, or -1 */
 	gboolean init_saved;
-	gboolean fresh;		/* a new connection: INIT comes first */
-	int fd;			/* our copy of the /dev/fuse descriptor */
-	struct pf_inflight *inflight;	/* requests read, not answered */
-	GPtrArray *left;	/* a dead server's, to process again */
-	GArray *refused;	/* ids of those processed again too often */
+	gboolean fresh;		      /* a new connection: INIT comes first */
+	int fd;			      /* our copy of the /dev/fuse descriptor */
+	struct pf_inflight *inflight; /* requests read, not answered */
+	GPtrArray *left;	      /* a dead server's, to process again */
+	GArray *refused; /* ids of those processed again too often */
 	gboolean replaying;
-	gboolean resent;	/* the request in process was sent again */
-	gboolean resend;	/* the kernel sends again (FUSE_NOTIFY_RESEND) */
+	gboolean resent; /* the request in process was sent again */
+	gboolean resend; /* the kernel sends again (FUSE_NOTIFY_RESEND) */
 	/* Readers wait here before their first read: a successor's, until
 	 * what its predecessor left is processed; a new connection's (but
 	 * the one that reads INIT), until the kernel's path is known. */
@@ -65,7 +65,7 @@ struct pf_session {
 	void *userdata;
 	GSourceFunc on_unmounted;
 	gpointer on_unmounted_data;
-	GHashTable *open_files;	/* fh -> struct pf_snapshot */
+	GHashTable *open_files; /* fh -> struct pf_snapshot */
 	guint64 next_fh;
 	gboolean stopped;
 };
@@ -83,8 +83,7 @@ void pf_session_open_gate(struct pf_session *ps);
  * if it crashed servers again and again (inflight.c). */
 void pf_session_process(struct pf_session *ps, struct fuse_buf *buf, int len);
 /* Answers request unique with error err, unprocessed. */
-void pf_session_refuse_request(struct pf_session *ps, guint64 unique,
-			       gint err);
+void pf_session_refuse_request(struct pf_session *ps, guint64 unique, gint err);
 /* The custom I/O libfuse reads and writes /dev/fuse through, and the
  * table that finds a session's record from the descriptor it is given. */
 extern const struct fuse_custom_io pf_session_io;

@@ -46,8 +46,8 @@ static void session_destroy(struct pf_session *ps)
 }
 
 struct pf_session *pf_session_serve(const struct fuse_lowlevel_ops *ops,
-				    void *userdata, int fuse_fd,
-				    int session_fd, const char *name,
+				    void *userdata, int fuse_fd, int session_fd,
+				    const char *name,
 				    pf_session_adopt_func adopt,
 				    GSourceFunc on_unmounted, gpointer data,
 				    GError **error)
@@ -75,10 +75,9 @@ struct pf_session *pf_session_serve(const struct fuse_lowlevel_ops *ops,
 	g_cond_init(&ps->gate_cond);
 	/* The keeper says whether the previous server crashed (rather than
 	 * being killed from outside or handing over). */
-	ps->inflight = pf_inflight_open(session_fd, name,
-					g_getenv("POWERFS_SERVER_CRASHED") !=
-						NULL,
-					&ps->left, &ps->refused);
+	ps->inflight = pf_inflight_open(
+		session_fd, name, g_getenv("POWERFS_SERVER_CRASHED") != NULL,
+		&ps->left, &ps->refused);
 	if (fd < 0 || !ps->se ||
 	    fuse_session_custom_io(ps->se, &pf_session_io, fd) != 0 ||
 	    !pf_session_register(ps)) {

@@ -37,7 +37,7 @@
  * 0 for "no INIT saved". */
 G_GNUC_NO_INLINE
 void pf_session_save_init(struct pf_session *ps, const struct fuse_buf *buf,
-		      gsize len)
+			  gsize len)
 {
 	const struct fuse_in_header *in = buf->mem;
 	guint32 n = (guint32)len;
@@ -55,7 +55,8 @@ void pf_session_save_init(struct pf_session *ps, const struct fuse_buf *buf,
 		    (gssize)len ||
 	    pwrite(ps->session_fd, &n, sizeof(n), 0) != sizeof(n))
 		g_warning("%s: cannot keep the INIT request: %s; a successor "
-			  "could not take over", ps->name, g_strerror(errno));
+			  "could not take over",
+			  ps->name, g_strerror(errno));
 }
 
 /* The requests a dead server had read and not answered, on a kernel that
@@ -107,21 +108,23 @@ void pf_session_choose_path(struct pf_session *ps)
 	const char *forced = g_getenv("POWERFS_NO_RESEND");
 
 	if (ps->session_fd < 0)
-		return;		/* no successor will ever take over */
-	ps->resend = !forced && write(ps->fd, &resend, sizeof(resend)) ==
-					sizeof(resend);
+		return; /* no successor will ever take over */
+	ps->resend = !forced &&
+		     write(ps->fd, &resend, sizeof(resend)) == sizeof(resend);
 	pf_inflight_set_resend(ps->inflight, ps->resend);
 	if (!ps->fresh)
 		return;
 	if (ps->resend)
 		g_message("%s: path: resend (the kernel sends a successor what "
 			  "a dead server left unanswered: FUSE_NOTIFY_RESEND; "
-			  "nothing is kept)", ps->name);
+			  "nothing is kept)",
+			  ps->name);
 	else
 		g_message("%s: path: replay (%s: every request is kept in the "
 			  "session file until answered, for a successor)",
-			  ps->name, forced ? "POWERFS_NO_RESEND" :
-			  "no FUSE_NOTIFY_RESEND before Linux 6.9");
+			  ps->name,
+			  forced ? "POWERFS_NO_RESEND" :
+				   "no FUSE_NOTIFY_RESEND before Linux 6.9");
 }
 
 gboolean pf_session_replaying(const struct pf_session *ps)
@@ -153,7 +156,8 @@ static GBytes *saved_init(struct pf_session *ps, GError **error)
 	    h.len != len || h.opcode != FUSE_INIT) {
 		g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED,
 			    "%s: the connection's INIT request is damaged "
-			    "(%u bytes)", ps->name, total);
+			    "(%u bytes)",
+			    ps->name, total);
 		return NULL;
 	}
 	init = g_malloc(len);
@@ -198,7 +202,8 @@ gboolean pf_session_take_over(struct pf_session *ps, GError **error)
 		init = g_bytes_unref_to_data(g_steal_pointer(&buffered),
 					     &fbuf.size);
 		g_message("%s: answering the INIT request the previous "
-			  "server had taken", ps->name);
+			  "server had taken",
+			  ps->name);
 	}
 	fbuf.mem = init;
 	pf_session_save_init(ps, &fbuf, fbuf.size);
@@ -216,11 +221,13 @@ gboolean pf_session_take_over(struct pf_session *ps, GError **error)
 		g_warning("%s: the requests the previous server had not "
 			  "answered are lost (the kernel cannot send them "
 			  "again before Linux 6.9): their callers wait until "
-			  "the mount goes", ps->name);
+			  "the mount goes",
+			  ps->name);
 	refuse_left(ps);
 	g_message("%s: taken over (path: replay): the previous server left "
 		  "%u %s unanswered, processed again from the session file"
-		  "%s", ps->name, ps->left->len,
+		  "%s",
+		  ps->name, ps->left->len,
 		  ps->left->len == 1 ? "request" : "requests",
 		  ps->refused->len ? " (and some refused)" : "");
 	/* Before any new request: the readers wait for this. */

@@ -11,9 +11,9 @@
 /* 1000 s: a start time far from 0 so that last_change values mean something. */
 #define T0 G_GINT64_CONSTANT(1000000000)
 #define T0_MS (T0 / 1000)
-#define MS(x) ((gint64)(x) * 1000)
+#define MS(x) ((gint64)(x)*1000)
 
-#define HEADER \
+#define HEADER                                                            \
 	"name\t\tactive_count\tevent_count\twakeup_count\texpire_count\t" \
 	"active_since\ttotal_time\tmax_time\tlast_change\tprevent_suspend_time\n"
 
@@ -95,12 +95,12 @@ static char *row(const char *name, gulong active_count, gulong event_count,
 		 gulong wakeup_count, gulong expire_count, gint64 active_since,
 		 gint64 total, gint64 max, gint64 last_change, gint64 prevent)
 {
-	return g_strdup_printf("%-12s\t%lu\t\t%lu\t\t%lu\t\t%lu\t\t%" G_GINT64_FORMAT
-			       "\t\t%" G_GINT64_FORMAT "\t\t%" G_GINT64_FORMAT
-			       "\t\t%" G_GINT64_FORMAT "\t\t%" G_GINT64_FORMAT "\n",
-			       name, active_count, event_count, wakeup_count,
-			       expire_count, active_since, total, max,
-			       last_change, prevent);
+	return g_strdup_printf(
+		"%-12s\t%lu\t\t%lu\t\t%lu\t\t%lu\t\t%" G_GINT64_FORMAT
+		"\t\t%" G_GINT64_FORMAT "\t\t%" G_GINT64_FORMAT
+		"\t\t%" G_GINT64_FORMAT "\t\t%" G_GINT64_FORMAT "\n",
+		name, active_count, event_count, wakeup_count, expire_count,
+		active_since, total, max, last_change, prevent);
 }
 
 /* The stats table split into lines, each with its "\n". */
@@ -354,7 +354,7 @@ static void test_timeout_shorter_keeps_longer(void)
 
 	wakeup_source_event(ws, 200);
 	advance(&f, MS(50));
-	wakeup_source_event(ws, 100);	/* would end at +150 */
+	wakeup_source_event(ws, 100); /* would end at +150 */
 	advance_to(&f, T0 + MS(150));
 	g_assert_true(wakeup_source_active(ws));
 	advance_to(&f, T0 + MS(200) - 1);
@@ -394,7 +394,7 @@ static void test_timeout_longer_extends(void)
 
 	wakeup_source_event(ws, 100);
 	advance(&f, MS(50));
-	wakeup_source_event(ws, 200);	/* now ends at +250 */
+	wakeup_source_event(ws, 200); /* now ends at +250 */
 	advance_to(&f, T0 + MS(100));
 	g_assert_true(wakeup_source_active(ws));
 	g_assert_cmpuint(count_of(&f), ==, c0);
@@ -529,7 +529,7 @@ static void test_handshake_save(void)
 	g_assert_true(wakeup_save_count(f.engine, c));
 	wakeup_source_event(a, 0);
 	wakeup_source_stay_awake(b);
-	wakeup_source_stay_awake(b);	/* already active: still an event */
+	wakeup_source_stay_awake(b); /* already active: still an event */
 	g_assert_cmpuint(stats_of(a).wakeup_count, ==, 1);
 	g_assert_cmpuint(stats_of(b).wakeup_count, ==, 2);
 	g_assert_cmpuint(stats_of(b).event_count, ==, 2);
@@ -639,7 +639,7 @@ static void test_handshake_pending(void)
 struct calls {
 	int n;
 	gpointer last_data;
-	struct wakeup_source *last_source;	/* of an event hook's call */
+	struct wakeup_source *last_source; /* of an event hook's call */
 };
 
 static void count_call(gpointer data)
@@ -782,7 +782,7 @@ static void test_wakeup_event(void)
 	g_assert_cmpint(calls.n, ==, 1);
 	g_assert_true(calls.last_data == &calls);
 	g_assert_true(calls.last_source == a);
-	wakeup_source_stay_awake(a);	/* already active: still an event */
+	wakeup_source_stay_awake(a); /* already active: still an event */
 	g_assert_cmpint(calls.n, ==, 2);
 	wakeup_source_event(b, 100);
 	g_assert_cmpint(calls.n, ==, 3);
@@ -923,31 +923,36 @@ static void test_print_stats_format(void)
 	advance(&f, MS(10));
 	b = reg(&f, "b");
 
-	wakeup_source_stay_awake(alpha);	/* at T0 + 20 ms */
+	wakeup_source_stay_awake(alpha); /* at T0 + 20 ms */
 	wakeup_source_event(lng, 0);
-	advance(&f, MS(30));			/* T0 + 50 ms */
+	advance(&f, MS(30)); /* T0 + 50 ms */
 
 	lines = stats_lines(&f, &n);
 	g_assert_cmpuint(n, ==, 1 + 3 + n0 + 1);
 	g_assert_cmpstr(lines[0], ==, HEADER);
 	/* Newest first; padded to 12 columns; longer names not cut. */
-	g_assert_cmpstr(lines[1], ==,
-			"b           \t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t1000020\t\t0\n");
-	g_assert_cmpstr(lines[2], ==,
-			"a-name-longer-than-12\t1\t\t1\t\t0\t\t0\t\t0\t\t0\t\t0\t\t1000020\t\t0\n");
-	g_assert_cmpstr(lines[3], ==,
-			"alpha       \t1\t\t1\t\t0\t\t0\t\t30\t\t30\t\t30\t\t1000020\t\t0\n");
+	g_assert_cmpstr(
+		lines[1], ==,
+		"b           \t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t1000020\t\t0\n");
+	g_assert_cmpstr(
+		lines[2], ==,
+		"a-name-longer-than-12\t1\t\t1\t\t0\t\t0\t\t0\t\t0\t\t0\t\t1000020\t\t0\n");
+	g_assert_cmpstr(
+		lines[3], ==,
+		"alpha       \t1\t\t1\t\t0\t\t0\t\t30\t\t30\t\t30\t\t1000020\t\t0\n");
 	/* "deleted" last, all zero (its last_change is never set). */
-	g_assert_cmpstr(lines[n - 1], ==,
-			"deleted     \t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t0\n");
+	g_assert_cmpstr(
+		lines[n - 1], ==,
+		"deleted     \t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t0\n");
 	for (i = 4; i < n - 1; i++)
 		g_assert_false(g_str_has_prefix(lines[i], "deleted "));
 	g_strfreev(lines);
 
 	/* The same through the helper that mirrors the kernel's printf. */
 	exp = row("alpha", 1, 1, 0, 0, 30, 30, 30, T0_MS + 20, 0);
-	g_assert_cmpstr(exp, ==,
-			"alpha       \t1\t\t1\t\t0\t\t0\t\t30\t\t30\t\t30\t\t1000020\t\t0\n");
+	g_assert_cmpstr(
+		exp, ==,
+		"alpha       \t1\t\t1\t\t0\t\t0\t\t30\t\t30\t\t30\t\t1000020\t\t0\n");
 	g_free(exp);
 
 	/* Relaxed at T0 + 50 ms. */
@@ -1036,7 +1041,7 @@ static void test_stats_times(void)
 	ws = reg(&f, "ws");
 
 	advance(&f, MS(1000));
-	wakeup_source_stay_awake(ws);			/* T0 + 1000 */
+	wakeup_source_stay_awake(ws); /* T0 + 1000 */
 	advance(&f, MS(250));
 	st = stats_of(ws);
 	g_assert_cmpint(st.active_time_ms, ==, 250);
@@ -1049,7 +1054,7 @@ static void test_stats_times(void)
 	g_free(exp);
 	g_strfreev(lines);
 
-	wakeup_source_relax(ws);			/* T0 + 1250 */
+	wakeup_source_relax(ws); /* T0 + 1250 */
 	st = stats_of(ws);
 	g_assert_cmpint(st.active_time_ms, ==, 0);
 	g_assert_cmpint(st.total_time_ms, ==, 250);
@@ -1062,26 +1067,26 @@ static void test_stats_times(void)
 	g_assert_cmpint(st.total_time_ms, ==, 250);
 	g_assert_cmpint(st.last_change_ms, ==, T0_MS + 1250);
 
-	wakeup_source_stay_awake(ws);			/* T0 + 2250 */
+	wakeup_source_stay_awake(ws); /* T0 + 2250 */
 	advance(&f, MS(100));
 	st = stats_of(ws);
 	g_assert_cmpint(st.active_time_ms, ==, 100);
 	g_assert_cmpint(st.total_time_ms, ==, 350);
-	g_assert_cmpint(st.max_time_ms, ==, 250);	/* 100 < 250 */
+	g_assert_cmpint(st.max_time_ms, ==, 250); /* 100 < 250 */
 	g_assert_cmpint(st.last_change_ms, ==, T0_MS + 2250);
 
 	advance(&f, MS(200));
 	st = stats_of(ws);
 	g_assert_cmpint(st.active_time_ms, ==, 300);
 	g_assert_cmpint(st.total_time_ms, ==, 550);
-	g_assert_cmpint(st.max_time_ms, ==, 300);	/* current one */
+	g_assert_cmpint(st.max_time_ms, ==, 300); /* current one */
 	lines = stats_lines(&f, &n);
 	exp = row("ws", 2, 2, 0, 0, 300, 550, 300, T0_MS + 2250, 0);
 	g_assert_cmpstr(lines[1], ==, exp);
 	g_free(exp);
 	g_strfreev(lines);
 
-	wakeup_source_relax(ws);			/* T0 + 2550 */
+	wakeup_source_relax(ws); /* T0 + 2550 */
 	st = stats_of(ws);
 	g_assert_cmpuint(st.active_count, ==, 2);
 	g_assert_cmpuint(st.event_count, ==, 2);
@@ -1114,25 +1119,25 @@ static void test_stats_sub_ms(void)
 	advance(&f, 600);
 	st = stats_of(ws);
 	g_assert_cmpint(st.active_time_ms, ==, 0);
-	g_assert_cmpint(st.total_time_ms, ==, 1);	/* 1.2 ms */
-	g_assert_cmpint(st.max_time_ms, ==, 0);		/* 0.6 ms */
-	g_assert_cmpint(st.last_change_ms, ==, T0_MS + 1);	/* 1.6 ms */
+	g_assert_cmpint(st.total_time_ms, ==, 1);	   /* 1.2 ms */
+	g_assert_cmpint(st.max_time_ms, ==, 0);		   /* 0.6 ms */
+	g_assert_cmpint(st.last_change_ms, ==, T0_MS + 1); /* 1.6 ms */
 	advance(&f, 500);
 	st = stats_of(ws);
-	g_assert_cmpint(st.active_time_ms, ==, 1);	/* 1.1 ms */
-	g_assert_cmpint(st.total_time_ms, ==, 1);	/* 1.7 ms */
+	g_assert_cmpint(st.active_time_ms, ==, 1); /* 1.1 ms */
+	g_assert_cmpint(st.total_time_ms, ==, 1);  /* 1.7 ms */
 	g_assert_cmpint(st.max_time_ms, ==, 1);
 	wakeup_source_relax(ws);
 	st = stats_of(ws);
 	g_assert_cmpint(st.total_time_ms, ==, 1);
-	g_assert_cmpint(st.last_change_ms, ==, T0_MS + 2);	/* 2.7 ms */
+	g_assert_cmpint(st.last_change_ms, ==, T0_MS + 2); /* 2.7 ms */
 	advance(&f, 400);
 	wakeup_source_event(ws, 0);
 	wakeup_source_stay_awake(ws);
 	advance(&f, 300);
 	wakeup_source_relax(ws);
 	st = stats_of(ws);
-	g_assert_cmpint(st.total_time_ms, ==, 2);	/* 2.0 ms */
+	g_assert_cmpint(st.total_time_ms, ==, 2); /* 2.0 ms */
 
 	wakeup_source_unregister(ws);
 	fixture_fini(&f);
@@ -1180,7 +1185,7 @@ static void test_prevent_suspend_time(void)
 	advance(&f, MS(30));
 	g_assert_cmpint(stats_of(b).prevent_suspend_time_ms, ==, 30);
 	g_assert_cmpint(stats_of(a).prevent_suspend_time_ms, ==, 280);
-	advance(&f, MS(40));	/* b expires at +70 */
+	advance(&f, MS(40)); /* b expires at +70 */
 	g_assert_false(wakeup_source_active(b));
 	g_assert_cmpint(stats_of(b).prevent_suspend_time_ms, ==, 70);
 	g_assert_cmpint(stats_of(a).prevent_suspend_time_ms, ==, 320);
@@ -1269,13 +1274,13 @@ static void test_get_stats(void)
 
 	g_assert_true(wakeup_get_count(f.engine, &c));
 	g_assert_true(wakeup_save_count(f.engine, c));
-	wakeup_source_event(ws, 20);			/* T0, wakeup 1 */
-	advance(&f, MS(20));				/* expires */
+	wakeup_source_event(ws, 20); /* T0, wakeup 1 */
+	advance(&f, MS(20));	     /* expires */
 	wakeup_end_handshake(f.engine);
-	wakeup_source_stay_awake(ws);			/* T0 + 20 */
+	wakeup_source_stay_awake(ws); /* T0 + 20 */
 	advance(&f, MS(5));
 	wakeup_source_stay_awake(ws);
-	advance(&f, MS(5));				/* T0 + 30 */
+	advance(&f, MS(5)); /* T0 + 30 */
 
 	st = stats_of(ws);
 	g_assert_cmpuint(st.active_count, ==, 2);
@@ -1364,9 +1369,8 @@ static void test_ids_reuse_many(void)
 		g_assert_cmpuint(wakeup_source_id(ws[i]), ==, i);
 		g_assert_true(wakeup_source_by_id(f.engine, i) == ws[i]);
 	}
-	g_assert_cmpuint(wakeup_source_id(reg(&f, "z")), ==,
-			 G_N_ELEMENTS(ws));
-	fixture_fini(&f);	/* unregisters the rest */
+	g_assert_cmpuint(wakeup_source_id(reg(&f, "z")), ==, G_N_ELEMENTS(ws));
+	fixture_fini(&f); /* unregisters the rest */
 }
 
 int main(int argc, char **argv)

@@ -9,8 +9,8 @@
 
 struct autosleep;
 
-struct autosleep *autosleep_new(struct wakeup_engine *engine,
-				struct suspend *s, struct pf_clock *clock);
+struct autosleep *autosleep_new(struct wakeup_engine *engine, struct suspend *s,
+				struct pf_clock *clock);
 void autosleep_free(struct autosleep *as);
 
 /* The "autosleep" wakeup source (for saving its statistics). */
@@ -27,8 +27,8 @@ enum pm_state autosleep_state(const struct autosleep *as);
  * once, else PF_PENDING and done(0) later.  -EINVAL for a state the backend
  * cannot enter. */
 int autosleep_set_state(struct autosleep *as, enum pm_state state,
-			const struct pf_caller *caller,
-			backend_done_func done, gpointer data);
+			const struct pf_caller *caller, backend_done_func done,
+			gpointer data);
 
 /* At start, the setting a previous run of powerfs left (state-file.c):
  * no event, no waiting for the transition lock. */

@@ -69,7 +69,7 @@ struct backend_ops {
 
 struct backend {
 	const struct backend_ops *ops;
-	const struct backend_listener *listener;	/* set by the core */
+	const struct backend_listener *listener; /* set by the core */
 	/* The host's /sys/power (host-power.h) when the backend puts the host
 	 * to sleep: the host's settings are then the ones that count.  NULL
 	 * for a backend that sleeps on its own terms (simulated). */

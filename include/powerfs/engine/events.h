@@ -23,7 +23,7 @@ struct wakeup_source;
 
 /* Who wrote the request an event was caused by (from the FUSE request). */
 struct pf_caller {
-	pid_t pid;	/* 0 if not visible in powerfs's pid namespace */
+	pid_t pid; /* 0 if not visible in powerfs's pid namespace */
 	uid_t uid;
 	gid_t gid;
 };
@@ -90,15 +90,15 @@ struct pf_event {
 	gsize len;
 	guint32 timeout_ms;
 	gboolean created, was_active;
-	gboolean active;	/* PF_EVENT_ACTIVITY: some source is */
+	gboolean active; /* PF_EVENT_ACTIVITY: some source is */
 	guint count;
-	gboolean parsed;	/* PF_EVENT_COUNT_WRITE: count was */
+	gboolean parsed; /* PF_EVENT_COUNT_WRITE: count was */
 	int error;
 	enum pm_state state;
 	const char *by;
 	const char *step;
-	gboolean host;		/* PF_EVENT_SLEEPING */
-	gboolean answered;	/* PF_EVENT_SLEEPING: set by subscribers */
+	gboolean host;	   /* PF_EVENT_SLEEPING */
+	gboolean answered; /* PF_EVENT_SLEEPING: set by subscribers */
 	guint pause_ms;
 };
 

@@ -16,11 +16,11 @@
 struct power {
 	struct pf_clock *clock;
 	struct wakeup_engine *engine;
-	struct pf_events *events;	/* the engine's (wakeup_events()) */
+	struct pf_events *events; /* the engine's (wakeup_events()) */
 	struct wakelocks *wakelocks;
 	struct backend *backend;
 	struct suspend *suspend;
-	struct wakeup_reason *reasons;	/* of the last attempt */
+	struct wakeup_reason *reasons; /* of the last attempt */
 	struct autosleep *autosleep;
 	/* Require CAP_BLOCK_SUSPEND of wake_lock/wake_unlock writers. */
 	gboolean check_capability;
@@ -33,7 +33,7 @@ struct power_options {
 	guint wakelock_limit;
 	guint wakelock_gc_seconds;
 	gboolean check_capability;
-	GArray *trusted_userns_owners;	/* referenced, may be NULL */
+	GArray *trusted_userns_owners; /* referenced, may be NULL */
 };
 
 /* Takes ownership of clock and backend. */

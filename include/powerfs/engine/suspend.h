@@ -28,10 +28,9 @@ enum pm_test_level {
 /* The settings of kernel/power/main.c, as this instance keeps them when
  * it sleeps on its own terms (a backend with a host reads the host's). */
 struct pm_settings {
-	enum pm_state mem_sleep;	/* what "mem" means: FREEZE (s2idle),
+	enum pm_state mem_sleep; /* what "mem" means: FREEZE (s2idle),
 					 * STANDBY (shallow) or MEM (deep) */
-	gboolean sync_on_suspend, pm_async, pm_print_times,
-		pm_debug_messages;
+	gboolean sync_on_suspend, pm_async, pm_print_times, pm_debug_messages;
 	guint freeze_timeout_ms;
 	enum pm_test_level test_level;
 };
@@ -46,8 +45,8 @@ struct suspend_stats {
 		failed_suspend_late, failed_suspend_noirq, failed_resume,
 		failed_resume_early, failed_resume_noirq;
 	int last_failed_errno;
-	const char *last_failed_dev;	/* always "" here */
-	const char *last_failed_step;	/* "" or one of the kernel's steps */
+	const char *last_failed_dev;  /* always "" here */
+	const char *last_failed_step; /* "" or one of the kernel's steps */
 };
 
 /* Every attempt, and every sleep of the host's own, is recorded in
@@ -98,8 +97,7 @@ int suspend_enter(struct suspend *s, enum pm_state state,
  * write), before PF_EVENT_SLEEPING is published.  A state write is answered then, not
  * after resume: its writer would be inside a request while the host freezes
  * its tasks. */
-void suspend_when_sleeping(struct suspend *s, wakeup_func func,
-			   gpointer data);
+void suspend_when_sleeping(struct suspend *s, wakeup_func func, gpointer data);
 /* The writer (pid) of the attempt in progress, whose suspend_when_sleeping()
  * data match(es) key, was interrupted: TRUE if the sleep freezes it, so
  * that its write is to be answered now (see backend_ops.freezes).  The

@@ -56,8 +56,7 @@ static inline char *pf_put_i64(char *p, gint64 v)
 
 /* g_string_append_len(), its common case inline (GLib 2.76 does this
  * itself; Debian 12 has 2.74, where each append is a function call). */
-static inline void pf_string_append_len(GString *out, const char *s,
-					gsize len)
+static inline void pf_string_append_len(GString *out, const char *s, gsize len)
 {
 	if (G_LIKELY(out->len + len < out->allocated_len)) {
 		memcpy(out->str + out->len, s, len);

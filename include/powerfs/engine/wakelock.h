@@ -26,8 +26,7 @@ int wakelocks_unlock(struct wakelocks *wls, const char *name, gsize len,
 		     const struct pf_caller *caller);
 
 /* The sysfs listing: active (or inactive) names sorted, space separated. */
-void wakelocks_show(const struct wakelocks *wls, gboolean active,
-		    GString *out);
+void wakelocks_show(const struct wakelocks *wls, gboolean active, GString *out);
 
 guint wakelocks_count(const struct wakelocks *wls);
 

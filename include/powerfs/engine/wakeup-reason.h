@@ -38,8 +38,7 @@ void wakeup_reason_log_abort(struct wakeup_reason *wr, const char *text);
 void wakeup_reason_log_abnormal(struct wakeup_reason *wr, const char *text);
 /* IRQ irq, whose handler is named name (NULL: "(unnamed)"), woke the
  * system.  Ignored after an abort or a wakeup that was no IRQ. */
-void wakeup_reason_log_irq(struct wakeup_reason *wr, int irq,
-			   const char *name);
+void wakeup_reason_log_irq(struct wakeup_reason *wr, int irq, const char *name);
 
 /* Saving the record across a restart of powerfs (state-file.c): the two
  * times, and last_resume_reason's text, which is shown as it was until the

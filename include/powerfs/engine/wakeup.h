@@ -85,11 +85,11 @@ void wakeup_cancel_wait(struct wakeup_waiter *waiter);
  * first; or, if none is active, "Last active Wakeup Source: " and the name
  * of the one that changed last.  At most max - 1 bytes, as the kernel cuts
  * it. */
-void wakeup_describe_active(const struct wakeup_engine *engine,
-			    GString *out, gsize max);
+void wakeup_describe_active(const struct wakeup_engine *engine, GString *out,
+			    gsize max);
 /* The newest active source, or NULL. */
-const struct wakeup_source *wakeup_first_active(
-	const struct wakeup_engine *engine);
+const struct wakeup_source *
+wakeup_first_active(const struct wakeup_engine *engine);
 
 /* The debugfs wakeup_sources table, newest source first, "deleted" last. */
 void wakeup_print_stats(const struct wakeup_engine *engine, GString *out);
@@ -136,7 +136,7 @@ struct wakeup_record {
 		expire_count;
 	gint64 total_time, max_time, last_time, start_prevent_time,
 		prevent_sleep_time;
-	gint64 expires;		/* the timeout's deadline, 0 = none */
+	gint64 expires; /* the timeout's deadline, 0 = none */
 };
 void wakeup_source_save(const struct wakeup_source *ws,
 			struct wakeup_record *rec);
@@ -150,8 +150,7 @@ struct wakeup_source *wakeup_deleted_source(struct wakeup_engine *engine);
 guint32 wakeup_source_timeout_left(const struct wakeup_source *ws);
 /* The handshake: the count saved by a wakeup_count write, and whether it
  * is armed.  And restoring it with the registered count. */
-guint wakeup_get_handshake(const struct wakeup_engine *engine,
-			   gboolean *armed);
+guint wakeup_get_handshake(const struct wakeup_engine *engine, gboolean *armed);
 void wakeup_restore_counts(struct wakeup_engine *engine, guint registered,
 			   gboolean armed, guint saved);
 

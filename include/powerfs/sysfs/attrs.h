@@ -17,9 +17,9 @@ typedef void (*pf_store_done)(gssize result, gpointer data);
 
 struct pf_attr {
 	const char *name;
-	int parent;		/* index of the parent directory row, -1 = root */
-	mode_t mode;		/* S_IFDIR or S_IFREG plus permission bits */
-	off_t size;		/* st_size */
+	int parent;  /* index of the parent directory row, -1 = root */
+	mode_t mode; /* S_IFDIR or S_IFREG plus permission bits */
+	off_t size;  /* st_size */
 	/* Format the content.  -EAGAIN: not yet, try again when no wakeup
 	 * event is in progress (the blocking wakeup_count read); out then
 	 * holds what a reader that must not wait is given instead. */
@@ -68,8 +68,7 @@ gboolean pf_attr_present(const struct pf_attr *attr, struct power *pw);
  * (a file without a store: EACCES, a host's setting: EROFS). */
 int pf_attr_write_denied(const struct pf_attr *attr, struct power *pw);
 /* The row's content (see show above), the host's for a host setting. */
-int pf_attr_show(const struct pf_attr *attr, struct power *pw,
-		 GString *out);
+int pf_attr_show(const struct pf_attr *attr, struct power *pw, GString *out);
 
 /* The writer of a store that returned PF_PENDING was interrupted: TRUE if
  * the store was only waiting for its turn and is now dropped (done will
@@ -79,8 +78,7 @@ gboolean pf_attrs_store_cancel(struct power *pw, gpointer data);
  * its answer, the full length, is to be given now (a state write whose
  * sleep freezes the writer: see backend_ops.freezes); done is still
  * called later, and that answer is dropped. */
-gboolean pf_attrs_store_interrupted(struct power *pw, gpointer data,
-				    pid_t pid);
+gboolean pf_attrs_store_interrupted(struct power *pw, gpointer data, pid_t pid);
 
 /* The table; row i is served as inode i + 2 (1 is the root). */
 const struct pf_attr *pf_attrs(guint *n_attrs);

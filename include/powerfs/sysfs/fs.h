@@ -20,16 +20,14 @@ struct pf_fs;
  * -u).  When the system sleeps, waiting requests are answered (see
  * PF_EVENT_SLEEPING). */
 struct pf_fs *pf_fs_serve(struct power *pw, const struct pf_attr *attrs,
-			  guint n_attrs, struct pf_owners *owners,
-			  int fuse_fd, int session_fd,
-			  const char *mountpoint, gboolean debug,
-			  GSourceFunc on_unmounted, gpointer data,
-			  GError **error);
+			  guint n_attrs, struct pf_owners *owners, int fuse_fd,
+			  int session_fd, const char *mountpoint,
+			  gboolean debug, GSourceFunc on_unmounted,
+			  gpointer data, GError **error);
 
 /* func runs before a write or a setattr is answered (the state file writes
  * what the request changed: a crash after the answer must not lose it). */
-void pf_fs_set_before_reply(struct pf_fs *fs, wakeup_func func,
-			    gpointer data);
+void pf_fs_set_before_reply(struct pf_fs *fs, wakeup_func func, gpointer data);
 
 /* Takes no more requests (at shutdown, before the state is saved). */
 void pf_fs_stop(struct pf_fs *fs);

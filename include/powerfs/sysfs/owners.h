@@ -10,7 +10,7 @@
 #include <glib.h>
 
 struct pf_owner {
-	mode_t mode;		/* the file type and permission bits */
+	mode_t mode; /* the file type and permission bits */
 	uid_t uid;
 	gid_t gid;
 };
@@ -29,8 +29,8 @@ struct pf_owner *pf_owners_add(struct pf_owners *owners, const char *path,
 
 /* The permission bits of mode, and uid and gid, for path: FALSE if there
  * is no such file. */
-gboolean pf_owners_set(struct pf_owners *owners, const char *path,
-		       mode_t mode, uid_t uid, gid_t gid);
+gboolean pf_owners_set(struct pf_owners *owners, const char *path, mode_t mode,
+		       uid_t uid, gid_t gid);
 
 /* The files served, in the order added; mode is the permission bits. */
 typedef void (*pf_owners_visit)(const char *path, mode_t mode, uid_t uid,
@@ -39,7 +39,6 @@ void pf_owners_foreach(const struct pf_owners *owners, pf_owners_visit visit,
 		       gpointer data);
 
 /* --owner: the regular files that take writes go to uid:gid. */
-void pf_owners_chown_writable(struct pf_owners *owners, uid_t uid,
-			      gid_t gid);
+void pf_owners_chown_writable(struct pf_owners *owners, uid_t uid, gid_t gid);
 
 #endif

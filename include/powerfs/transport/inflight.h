@@ -13,7 +13,7 @@ struct pf_inflight;
 /* A left request to answer with an error instead of processing it. */
 struct pf_refusal {
 	guint64 unique;
-	gint err;	/* EINTR: its caller was signalled; EIO: it crashed
+	gint err; /* EINTR: its caller was signalled; EIO: it crashed
 			 * servers again and again */
 };
 

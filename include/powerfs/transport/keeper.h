@@ -9,13 +9,13 @@
 #define KEEPER_HANDED_OVER 75
 
 struct keeper_config {
-	char **argv;		/* powerfs's command line, for its servers */
-	const char *mountpoint;	/* real path */
-	const char *mount_options;	/* "-o" syntax, may be NULL */
+	char **argv;		   /* powerfs's command line, for its servers */
+	const char *mountpoint;	   /* real path */
+	const char *mount_options; /* "-o" syntax, may be NULL */
 	const char *class_wakeup_dir;	/* real path, may be NULL */
-	const char *wakeup_reasons_dir;	/* real path, may be NULL */
-	const char *own_state_file;	/* made for us: removed at a clean end */
-	void (*on_ready)(void);	/* the first server serves */
+	const char *wakeup_reasons_dir; /* real path, may be NULL */
+	const char *own_state_file; /* made for us: removed at a clean end */
+	void (*on_ready)(void);	    /* the first server serves */
 	/* Undoes what a server leaves behind that must not outlive all of
 	 * them (a frozen container), once none will come any more. */
 	void (*release)(void);

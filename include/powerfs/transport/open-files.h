@@ -15,8 +15,8 @@ struct pf_session;
 struct pf_snapshot {
 	GString *text;
 	gboolean valid;
-	off_t end;		/* where the last read ended */
-	guint64 fh;		/* its handle, as the kernel knows it */
+	off_t end;  /* where the last read ended */
+	guint64 fh; /* its handle, as the kernel knows it */
 };
 
 /* Answer an open: the file is served direct_io, so read(2) and its kin

@@ -22,8 +22,8 @@ typedef struct pf_snapshot *(*pf_session_adopt_func)(void *userdata,
  * connection over (see take-over.c).  on_unmounted (may be NULL) runs in
  * the main loop when the kernel ends the connection. */
 struct pf_session *pf_session_serve(const struct fuse_lowlevel_ops *ops,
-				    void *userdata, int fuse_fd,
-				    int session_fd, const char *name,
+				    void *userdata, int fuse_fd, int session_fd,
+				    const char *name,
 				    pf_session_adopt_func adopt,
 				    GSourceFunc on_unmounted, gpointer data,
 				    GError **error);
