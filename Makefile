@@ -25,8 +25,9 @@ endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 
-CORE := clock journal wakeup wakeup-reason wakelock suspend autosleep power backend-simulate
-DAEMON := $(CORE) host-power backend-sysfs backend-logind backend-freeze state-file metrics caps attrs loop-hold inflight fuse-session fs class-wakeup keeper log main
+# Sources by layer (src/LAYER/NAME.c), main.c at the top.
+CORE := engine/clock engine/events engine/wakeup engine/wakeup-reason engine/wakelock engine/suspend engine/autosleep engine/power backends/simulate
+DAEMON := $(CORE) records/journal backends/host-power backends/sysfs backends/logind backends/freeze records/state-file records/metrics sysfs/caps sysfs/attrs sysfs/owners transport/loop-hold transport/inflight transport/mount transport/loop-lock transport/readers transport/take-over transport/open-files transport/refuse transport/session sysfs/fs sysfs/class-wakeup transport/keeper records/log status config server keeper-role main
 UNIT_TESTS := test-wakeup test-wakeup-reason test-wakelock test-autosleep test-metrics test-inflight test-session
 
 core_objs = $(patsubst %,$(BUILD)/%.o,$(CORE))
@@ -46,46 +47,50 @@ powerfs-report: src/powerfs-report.py
 $(BUILD)/powerfs: $(daemon_objs)
 	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(BUILD)/%.o: src/%.c Makefile | $(BUILD)
+$(BUILD)/%.o: src/%.c Makefile
+	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/test-%: tests/unit/test-%.c $(core_objs) | $(BUILD)
 	$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) $(PKG_CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # The Prometheus text is drawn from the core alone.
-$(BUILD)/test-metrics: $(BUILD)/metrics.o
-$(BUILD)/test-inflight: $(BUILD)/inflight.o
+$(BUILD)/test-metrics: $(BUILD)/records/metrics.o
+$(BUILD)/test-inflight: $(BUILD)/transport/inflight.o
 # A fake kernel against the take-over of a connection.
-$(BUILD)/test-session: $(BUILD)/fuse-session.o $(BUILD)/inflight.o $(BUILD)/loop-hold.o
+$(BUILD)/test-session: $(BUILD)/transport/mount.o $(patsubst %,$(BUILD)/transport/%.o,loop-lock readers take-over open-files session) $(BUILD)/transport/inflight.o $(BUILD)/transport/loop-hold.o
 
 $(BUILD):
 	mkdir -p $@
 
 # libFuzzer harnesses (clang), each run with e.g.
-#   build/fuzz/fuzz-store -max_total_time=600 fuzz/corpus
-#   build/fuzz/fuzz-fs -max_total_time=600 fuzz/corpus-fs
+#   mkdir -p build/fuzz/corpus-fs
+#   build/fuzz/fuzz-fs -max_total_time=600 build/fuzz/corpus-fs fuzz/corpus-fs
+# libFuzzer writes what it finds into the first directory (under build/),
+# and reads the committed corpus from the others.
 # fuzz-store: every store and show handler of the attribute table;
 # fuzz-fs, fuzz-class-wakeup: the request handlers of fs.c and
 # class-wakeup.c, fed requests as the kernel sends them (fuzz/fuse-fake.h
 # plays the kernel and libfuse); fuzz-state-file: the state-file loader.
 FUZZERS := fuzz-store fuzz-fs fuzz-class-wakeup fuzz-state-file
-FUZZ_CORE := $(patsubst %,src/%.c,$(CORE) caps host-power attrs)
+FUZZ_CORE := $(patsubst %,src/%.c,$(CORE) sysfs/caps backends/host-power sysfs/attrs sysfs/owners)
+HEADERS = $(wildcard include/powerfs/*.h include/powerfs/*/*.h)
 FUZZ_LIBS = $(shell pkg-config --libs glib-2.0 gio-2.0 gio-unix-2.0)
 FUZZ_CC = clang $(CPPFLAGS) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
 	-Wall -Wextra -Werror -Wno-unused-function $(PKG_CFLAGS)
 fuzz: $(patsubst %,build/fuzz/%,$(FUZZERS))
-build/fuzz/fuzz-store: fuzz/fuzz-store.c $(FUZZ_CORE) $(wildcard include/powerfs/*.h)
+build/fuzz/fuzz-store: fuzz/fuzz-store.c $(FUZZ_CORE) $(HEADERS)
 	mkdir -p build/fuzz
 	$(FUZZ_CC) -o $@ $(FUZZ_CORE) fuzz/fuzz-store.c $(FUZZ_LIBS)
-build/fuzz/fuzz-fs: fuzz/fuzz-fs.c fuzz/fuse-fake.h src/fs.c $(FUZZ_CORE) $(wildcard include/powerfs/*.h)
+build/fuzz/fuzz-fs: fuzz/fuzz-fs.c fuzz/fuse-fake.h src/sysfs/fs.c $(FUZZ_CORE) $(HEADERS)
 	mkdir -p build/fuzz
 	$(FUZZ_CC) -o $@ $(FUZZ_CORE) fuzz/fuzz-fs.c $(FUZZ_LIBS)
-build/fuzz/fuzz-class-wakeup: fuzz/fuzz-class-wakeup.c fuzz/fuse-fake.h src/class-wakeup.c $(FUZZ_CORE) $(wildcard include/powerfs/*.h)
+build/fuzz/fuzz-class-wakeup: fuzz/fuzz-class-wakeup.c fuzz/fuse-fake.h src/sysfs/class-wakeup.c $(FUZZ_CORE) $(HEADERS)
 	mkdir -p build/fuzz
 	$(FUZZ_CC) -o $@ $(FUZZ_CORE) fuzz/fuzz-class-wakeup.c $(FUZZ_LIBS)
-build/fuzz/fuzz-state-file: fuzz/fuzz-state-file.c src/state-file.c $(FUZZ_CORE) $(wildcard include/powerfs/*.h)
+build/fuzz/fuzz-state-file: fuzz/fuzz-state-file.c src/records/state-file.c $(FUZZ_CORE) $(HEADERS)
 	mkdir -p build/fuzz
-	$(FUZZ_CC) -o $@ $(FUZZ_CORE) src/state-file.c fuzz/fuzz-state-file.c $(FUZZ_LIBS)
+	$(FUZZ_CC) -o $@ $(FUZZ_CORE) src/records/state-file.c fuzz/fuzz-state-file.c $(FUZZ_LIBS)
 
 deps:
 	scripts/install-deps.sh
@@ -96,8 +101,48 @@ unit: $(patsubst %,$(BUILD)/%,$(UNIT_TESTS))
 # The README's test command.  Runs the unit tests, then the black-box suite on
 # real mounts (as root).
 check: deps
-	$(MAKE) $(BUILD)/powerfs powerfs-report unit
+	$(MAKE) check-layers lint analyze
+	$(MAKE) $(BUILD)/powerfs powerfs-report unit check-names
 	POWERFS=$(CURDIR)/$(BUILD)/powerfs $(PYTHON) -m pytest -q tests
+
+# The naming rule of include/powerfs/README, over the names the objects
+# export.
+check-names: $(BUILD)/powerfs
+	$(PYTHON) scripts/check-names $(BUILD) $(daemon_objs)
+
+# The layers of src/ and include/powerfs/: who may include whom, and no
+# include cycle (the rules are in the script).
+check-layers:
+	$(PYTHON) scripts/check-layers
+
+# The linters (scripts/install-deps.sh installs them).
+SHELL_SCRIPTS := scripts/check-under-load scripts/install-deps.sh \
+	scripts/powerfs-container scripts/valgrind-check scripts/vm/build-image \
+	scripts/vm/guest/boot.sh scripts/vm/guest/sleep-hook
+PYTHON_SCRIPTS := tests src/powerfs-report.py scripts/check-layers \
+	scripts/check-names \
+	scripts/adversary scripts/bench scripts/bench-freeze scripts/bench-open \
+	scripts/bench-state-file scripts/crash-stress scripts/gen-journal \
+	scripts/vm/guest/checks.py scripts/vm/guest/crash-stress scripts/vm/run
+# The C sources against .clang-format (the kernel's style); `make format`
+# applies it.
+C_SOURCES = $(shell git ls-files 'src/*.c' 'src/*.h' 'include/*.h' \
+	'tests/unit/*.c' 'fuzz/*.c' 'fuzz/*.h' 2>/dev/null)
+lint:
+	clang-format --dry-run -Werror $(C_SOURCES)
+	shellcheck $(SHELL_SCRIPTS)
+	pyflakes3 $(PYTHON_SCRIPTS)
+format:
+	clang-format -i $(C_SOURCES)
+
+# GCC's static analyzer over every source file: no finding, or one
+# silenced where it is found with the reason beside it.
+analyze:
+	@for f in $(patsubst %,src/%.c,$(DAEMON)); do \
+		echo "analyze $$f"; \
+		$(CC) $(CPPFLAGS) $(WARN) -O0 -fanalyzer $(PKG_CFLAGS) \
+			-c -o /dev/null $$f || exit 1; \
+	done
 
 # The real-system test: a Debian 12 VM (qemu, software emulation) with systemd,
 # logind, D-Bus and polkit that really suspends; the host never sleeps.  Builds
@@ -129,5 +174,5 @@ install: powerfs powerfs-report
 clean:
 	rm -rf build powerfs powerfs-report
 
-.PHONY: all deps unit check check-vm run install clean powerfs fuzz
--include $(wildcard $(BUILD)/*.d)
+.PHONY: all deps unit check check-layers check-names lint format analyze check-vm run install clean powerfs fuzz
+-include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d)

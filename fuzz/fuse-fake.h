@@ -3,7 +3,7 @@
  *
  * A harness includes this, then the server's .c file, and calls the
  * handlers of its fuse_lowlevel_ops as libfuse would.  Here are the libfuse
- * calls those handlers make, and fuse-session.c's open-file registry (the
+ * calls those handlers make, and open-files.c's registry (the
  * same rules: a handle per open, a record the release frees, a handle never
  * seen adopted as after a restart), without /dev/fuse or a thread.
  *
@@ -20,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "powerfs/fuse-session.h"
+#include "powerfs/transport/open-files.h"
+#include "powerfs/transport/refuse.h"
+#include "powerfs/transport/session.h"
 
 struct fuse_req {
 	void *userdata;
@@ -29,13 +31,13 @@ struct fuse_req {
 	gboolean interrupted;
 	fuse_interrupt_func_t intr;
 	void *intr_data;
-	guint64 fh;		/* reads and writes: the handle, else 0 */
-	int error;		/* the answer: errno, 0 for data */
-	GByteArray *data;	/* the answer's bytes */
+	guint64 fh;	  /* reads and writes: the handle, else 0 */
+	int error;	  /* the answer: errno, 0 for data */
+	GByteArray *data; /* the answer's bytes */
 };
 
 struct pf_session {
-	GHashTable *open_files;	/* &snap->fh -> struct pf_snapshot */
+	GHashTable *open_files; /* &snap->fh -> struct pf_snapshot */
 	guint64 next_fh;
 	pf_session_adopt_func adopt;
 	void *userdata;
@@ -206,8 +208,7 @@ int fuse_reply_open(fuse_req_t req, const struct fuse_file_info *fi)
 
 /* As libfuse: the entry's size, written only if it fits. */
 size_t fuse_add_direntry(fuse_req_t req, char *buf, size_t bufsize,
-			 const char *name, const struct stat *stbuf,
-			 off_t off)
+			 const char *name, const struct stat *stbuf, off_t off)
 {
 	size_t namelen = strlen(name);
 	size_t need = (24 + namelen + 7) & ~(size_t)7;
@@ -223,14 +224,14 @@ size_t fuse_add_direntry(fuse_req_t req, char *buf, size_t bufsize,
 	return need;
 }
 
-/* --- fuse-session.c's open files ------------------------------------------ */
+/* --- open-files.c ------------------------------------------ */
 
 void pf_session_init_conn(struct fuse_conn_info *conn)
 {
 	(void)conn;
 }
 
-void pf_session_refuse_changes(struct fuse_lowlevel_ops *ops)
+void pf_refuse_changes(struct fuse_lowlevel_ops *ops)
 {
 	(void)ops;
 }
@@ -257,8 +258,8 @@ static struct pf_session *fake_session_new(pf_session_adopt_func adopt,
 }
 
 struct pf_session *pf_session_serve(const struct fuse_lowlevel_ops *ops,
-				    void *userdata, int fuse_fd,
-				    int session_fd, const char *name,
+				    void *userdata, int fuse_fd, int session_fd,
+				    const char *name,
 				    pf_session_adopt_func adopt,
 				    GSourceFunc on_unmounted, gpointer data,
 				    GError **error)
@@ -305,8 +306,7 @@ struct pf_snapshot *pf_session_open_file(struct pf_session *ps,
 					 const struct fuse_file_info *fi,
 					 fuse_ino_t ino)
 {
-	struct pf_snapshot *snap = g_hash_table_lookup(ps->open_files,
-						       &fi->fh);
+	struct pf_snapshot *snap = g_hash_table_lookup(ps->open_files, &fi->fh);
 
 	if (snap)
 		return snap;
@@ -361,7 +361,7 @@ static guint fake_u16(struct fake_input *in)
 /* Up to max bytes, the length from the input. */
 static size_t fake_bytes(struct fake_input *in, char *out, size_t max)
 {
-	size_t want = fake_u16(in);	/* once: MIN() evaluates twice */
+	size_t want = fake_u16(in); /* once: MIN() evaluates twice */
 	size_t n = MIN(MIN(want, max), in->left);
 
 	memcpy(out, in->p, n);

@@ -23,9 +23,9 @@
 
 #include "fuse-fake.h"
 
-#include "../src/class-wakeup.c"
-#include "powerfs/attrs.h"
-#include "powerfs/power.h"
+#include "../src/sysfs/class-wakeup.c"
+#include "powerfs/sysfs/attrs.h"
+#include "powerfs/engine/power.h"
 
 #define MAX_INODES 64
 #define MAX_FILES 32
@@ -33,7 +33,7 @@
 struct kfile {
 	guint64 fh;
 	fuse_ino_t ino;
-	char *name;		/* "name" files: the source's, at open */
+	char *name; /* "name" files: the source's, at open */
 };
 
 struct kernel {
@@ -77,12 +77,14 @@ static void churn(struct power *pw, struct fake_input *in)
 	guint8 name[2] = { 'c', (guint8)('0' + fake_byte(in) % 4) };
 
 	for (guint i = 0; i < 101; i++) {
-		struct fake_input one = { (const guint8[]){ 2, 0, name[0],
-							     name[1] }, 4 };
+		struct fake_input one = {
+			(const guint8[]){ 2, 0, name[0], name[1] }, 4
+		};
 
 		write_attr(pw, "wake_lock", &one);
-		one = (struct fake_input){ (const guint8[]){ 2, 0, name[0],
-							      name[1] }, 4 };
+		one = (struct fake_input){
+			(const guint8[]){ 2, 0, name[0], name[1] }, 4
+		};
 		write_attr(pw, "wake_unlock", &one);
 	}
 }
@@ -132,12 +134,13 @@ static void do_lookup(struct kernel *k, struct wakeup_engine *engine,
 			   "a lookup of wakeupN disagrees with the engine");
 		if (live)
 			fake_check(((const struct fuse_entry_param *)
-					    req->data->data)->ino == DIR_INO(id),
+					    req->data->data)
+						   ->ino == DIR_INO(id),
 				   "wakeupN has another id's inode");
 	}
 	if (!req->error)
-		learn(k, ((const struct fuse_entry_param *)req->data->data)
-				 ->ino);
+		learn(k,
+		      ((const struct fuse_entry_param *)req->data->data)->ino);
 }
 
 static void do_open(struct kernel *k, struct wakeup_engine *engine,
@@ -155,8 +158,8 @@ static void do_open(struct kernel *k, struct wakeup_engine *engine,
 	if (k->n_files == MAX_FILES)
 		return;
 	if (n.kind == NODE_FILE && n.field == 0)
-		name = g_strdup(wakeup_source_name(
-			wakeup_source_by_id(engine, n.id)));
+		name = g_strdup(
+			wakeup_source_name(wakeup_source_by_id(engine, n.id)));
 	req = fake_req_new(k->cw, 0);
 	if (b & 4)
 		cw_opendir(req, ino, &fi);
@@ -167,8 +170,8 @@ static void do_open(struct kernel *k, struct wakeup_engine *engine,
 		g_free(name);
 		return;
 	}
-	k->files[k->n_files++] = (struct kfile){
-		*(const guint64 *)req->data->data, ino, name };
+	k->files[k->n_files++] =
+		(struct kfile){ *(const guint64 *)req->data->data, ino, name };
 }
 
 static void do_read(struct kernel *k, struct fake_input *in)
@@ -268,8 +271,7 @@ int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 
 	fake_init();
 	pw = power_new(clock,
-		       backend_simulate_new(clock, 50,
-					    PM_STATE_BIT(PM_MEM)),
+		       backend_simulate_new(clock, 50, PM_STATE_BIT(PM_MEM)),
 		       &opts);
 	k.cw = pf_class_wakeup_serve(pw->engine, -1, -1, "fuzz", NULL);
 	k.inodes[k.n_inodes++] = FUSE_ROOT_ID;

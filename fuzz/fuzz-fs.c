@@ -17,7 +17,7 @@
  */
 #include "fuse-fake.h"
 
-#include "../src/fs.c"
+#include "../src/sysfs/fs.c"
 
 #define MAX_INODES 64
 #define MAX_FILES 32
@@ -30,7 +30,7 @@ struct kfile {
 
 struct kernel {
 	struct pf_fs *fs;
-	fuse_ino_t inodes[MAX_INODES];	/* learnt from lookups */
+	fuse_ino_t inodes[MAX_INODES]; /* learnt from lookups */
 	guint n_inodes;
 	struct kfile files[MAX_FILES];
 	guint n_files;
@@ -50,7 +50,7 @@ static fuse_ino_t pick_inode(struct kernel *k, struct fake_input *in)
 
 static gboolean is_dir(struct kernel *k, fuse_ino_t ino)
 {
-	return S_ISDIR(node_get(k->fs, ino)->mode);
+	return S_ISDIR(node_get(k->fs, ino)->owner->mode);
 }
 
 static void learn(struct kernel *k, fuse_ino_t ino)
@@ -69,7 +69,7 @@ static void do_lookup(struct kernel *k, struct fake_input *in)
 	fuse_req_t req;
 
 	if (!is_dir(k, parent))
-		return;		/* the kernel looks up in directories only */
+		return; /* the kernel looks up in directories only */
 	if (how & 1) {
 		guint n;
 		const struct pf_attr *attrs = pf_attrs(&n);
@@ -80,13 +80,14 @@ static void do_lookup(struct kernel *k, struct fake_input *in)
 
 		name[len] = '\0';
 		if (!*name || strchr(name, '/'))
-			return;	/* not a name the kernel sends */
+			return; /* not a name the kernel sends */
 	}
 	req = fake_req_new(k->fs, 0);
 	fs_lookup(req, parent, name);
 	fake_check(req->answered, "a lookup left waiting");
 	if (!req->error) {
-		const struct fuse_entry_param *e = (const void *)req->data->data;
+		const struct fuse_entry_param *e =
+			(const void *)req->data->data;
 
 		fake_check(node_get(k->fs, e->ino) != NULL,
 			   "a lookup gave an inode with no node");
@@ -111,14 +112,14 @@ static void do_open(struct kernel *k, struct fake_input *in)
 	fuse_req_t req;
 
 	if (is_dir(k, ino) || k->n_files == MAX_FILES)
-		return;		/* directories are opened with opendir */
+		return; /* directories are opened with opendir */
 	req = fake_req_new(k->fs, 0);
 	fs_open(req, ino, &fi);
 	fake_check(req->answered, "an open left waiting");
 	if (!req->error)
-		k->files[k->n_files++] = (struct kfile){
-			*(const guint64 *)req->data->data, ino,
-			(fi.flags & O_ACCMODE) != O_RDONLY };
+		k->files[k->n_files++] =
+			(struct kfile){ *(const guint64 *)req->data->data, ino,
+					(fi.flags & O_ACCMODE) != O_RDONLY };
 }
 
 static struct kfile *pick_file(struct kernel *k, struct fake_input *in)
@@ -157,7 +158,8 @@ static void do_read(struct kernel *k, struct fake_input *in, gboolean adopt)
 	req->fh = fi.fh;
 	fs_read(req, ino, size, off, &fi);
 	if (req->answered)
-		fake_check(req->data->len <= size, "a read got more than asked");
+		fake_check(req->data->len <= size,
+			   "a read got more than asked");
 }
 
 static void do_write(struct kernel *k, struct fake_input *in)
@@ -169,7 +171,7 @@ static void do_write(struct kernel *k, struct fake_input *in)
 	fuse_req_t req;
 
 	if (!f || !f->writable || !len)
-		return;		/* the kernel answers empty writes itself */
+		return; /* the kernel answers empty writes itself */
 	fi.fh = f->fh;
 	req = fake_req_new(k->fs, fake_byte(in) & 1 ? 1000 : 0);
 	req->fh = fi.fh;
@@ -211,10 +213,9 @@ static void do_misc(struct kernel *k, struct fake_input *in, guint op)
 				   .st_gid = fake_byte(in) };
 
 		req = fake_req_new(k->fs, 0);
-		fs_setattr(req, ino, &st, (int)(b & (FUSE_SET_ATTR_MODE |
-						     FUSE_SET_ATTR_UID |
-						     FUSE_SET_ATTR_GID |
-						     FUSE_SET_ATTR_SIZE)),
+		fs_setattr(req, ino, &st,
+			   (int)(b & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID |
+				      FUSE_SET_ATTR_GID | FUSE_SET_ATTR_SIZE)),
 			   NULL);
 	} else if (op == 2) {
 		if (is_dir(k, ino))
@@ -226,7 +227,7 @@ static void do_misc(struct kernel *k, struct fake_input *in, guint op)
 		size_t size = 1 + fake_u16(in) % 4096;
 
 		if (!is_dir(k, ino))
-			return;	/* the kernel reads directories only */
+			return; /* the kernel reads directories only */
 		req = fake_req_new(k->fs, 0);
 		fs_readdir(req, ino, size, b % 16, &fi);
 		fake_check(req->data->len <= size, "readdir overflowed");
@@ -253,8 +254,8 @@ int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 						    PM_STATE_BIT(PM_MEM)),
 		       &opts);
 	attrs = pf_attrs(&n_attrs);
-	k.fs = pf_fs_serve(pw, attrs, n_attrs, -1, -1, "fuzz", FALSE, NULL,
-			   NULL, NULL);
+	k.fs = pf_fs_serve(pw, attrs, n_attrs, NULL, -1, -1, "fuzz", FALSE,
+			   NULL, NULL, NULL);
 	k.inodes[k.n_inodes++] = FUSE_ROOT_ID;
 	while (in.left) {
 		guint op = fake_byte(&in) % 12;
@@ -281,8 +282,9 @@ int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 			break;
 		case 7:
 			if (fake_pending->len)
-				fake_interrupt(fake_pending->pdata[
-					fake_byte(&in) % fake_pending->len]);
+				fake_interrupt(
+					fake_pending->pdata[fake_byte(&in) %
+							    fake_pending->len]);
 			break;
 		case 8:
 			pf_clock_fake_advance(clock,

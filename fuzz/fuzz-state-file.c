@@ -9,68 +9,37 @@
  *
  * Checked: a second core restored from that snapshot writes the same
  * snapshot (what was restored is what was saved: a fixed point), and under
- * ASan nothing leaks or overflows.  The owners the file names go to a
- * stand-in for fs.c's table, which knows the attribute table's paths.
+ * ASan nothing leaks or overflows.  The owners the file names go to an
+ * owners object holding the attribute table's paths, as fs.c makes it.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "powerfs/attrs.h"
-#include "powerfs/state-file.h"
+#include "powerfs/sysfs/attrs.h"
+#include "powerfs/sysfs/owners.h"
+#include "powerfs/records/state-file.h"
 
-/* --- fs.c's owners, as the state file sees them -------------------------- */
+/* --- the owners, as fs.c lays them out ---------------------------------- */
 
-struct owner {
-	char path[64];
-	mode_t mode;
-	uid_t uid;
-	gid_t gid;
-};
-
-static struct owner owners[64];
-static guint n_owners;
-
-static void owners_reset(void)
+/* The attribute table's files, by path, as fs.c adds them. */
+static struct pf_owners *owners_new(void)
 {
+	struct pf_owners *owners = pf_owners_new();
 	guint n;
 	const struct pf_attr *attrs = pf_attrs(&n);
 
-	n_owners = 0;
-	for (guint i = 0; i < n && n_owners < G_N_ELEMENTS(owners); i++) {
-		struct owner *o = &owners[n_owners++];
+	for (guint i = 0; i < n; i++) {
+		g_autofree char *path =
+			attrs[i].parent < 0 ?
+				g_strdup(attrs[i].name) :
+				g_strconcat(attrs[attrs[i].parent].name, "/",
+					    attrs[i].name, NULL);
 
-		*o = (struct owner){ .mode = attrs[i].mode & 07777 };
-		if (attrs[i].parent < 0)
-			g_strlcpy(o->path, attrs[i].name, sizeof(o->path));
-		else
-			g_snprintf(o->path, sizeof(o->path), "%s/%s",
-				   attrs[attrs[i].parent].name, attrs[i].name);
+		pf_owners_add(owners, path, attrs[i].mode, TRUE);
 	}
-}
-
-gboolean pf_fs_set_owner(struct pf_fs *fs, const char *path, mode_t mode,
-			 uid_t uid, gid_t gid)
-{
-	(void)fs;
-	for (guint i = 0; i < n_owners; i++)
-		if (!strcmp(owners[i].path, path)) {
-			owners[i].mode = mode;
-			owners[i].uid = uid;
-			owners[i].gid = gid;
-			return TRUE;
-		}
-	return FALSE;
-}
-
-void pf_fs_foreach_owner(struct pf_fs *fs, pf_fs_owner_visit visit,
-			 gpointer data)
-{
-	(void)fs;
-	for (guint i = 0; i < n_owners; i++)
-		visit(owners[i].path, owners[i].mode, owners[i].uid,
-		      owners[i].gid, data);
+	return owners;
 }
 
 /* --- the harness ----------------------------------------------------------- */
@@ -89,17 +58,19 @@ static char *restore_and_save(void)
 {
 	struct pf_clock *clock = pf_clock_new_fake(1000000000000);
 	struct power_options opts = { 100, 300, FALSE, NULL };
-	struct power *pw = power_new(clock,
-				     backend_simulate_new(clock, 50,
-							  PM_STATE_BIT(PM_FREEZE) |
-								  PM_STATE_BIT(PM_MEM)),
-				     &opts);
+	struct power *pw =
+		power_new(clock,
+			  backend_simulate_new(clock, 50,
+					       PM_STATE_BIT(PM_FREEZE) |
+						       PM_STATE_BIT(PM_MEM)),
+			  &opts);
+	struct pf_owners *owners = owners_new();
 	struct state_file *sf;
 	char *text = NULL;
 
-	owners_reset();
-	sf = state_file_open(path, pw, NULL);
+	sf = state_file_open(path, pw, owners);
 	state_file_close(sf);
+	pf_owners_free(owners);
 	power_free(pw);
 	if (!g_file_get_contents(path, &text, NULL, NULL))
 		abort();
@@ -120,8 +91,8 @@ int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 		path = g_strdup_printf("%s/powerfs-fuzz-state.%d",
 				       g_get_tmp_dir(), (int)getpid());
 	}
-	if (!g_file_get_contents("/proc/sys/kernel/random/boot_id", &boot,
-				 NULL, NULL))
+	if (!g_file_get_contents("/proc/sys/kernel/random/boot_id", &boot, NULL,
+				 NULL))
 		abort();
 	file = g_string_new(NULL);
 	g_string_append_printf(file, "powerfs-state 2 %s\n", g_strstrip(boot));
@@ -133,8 +104,10 @@ int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 	first = restore_and_save();
 	second = restore_and_save();
 	if (strcmp(first, second)) {
-		fprintf(stderr, "restoring a snapshot changed it:\n--- first\n"
-			"%s--- second\n%s", first, second);
+		fprintf(stderr,
+			"restoring a snapshot changed it:\n--- first\n"
+			"%s--- second\n%s",
+			first, second);
 		abort();
 	}
 	unlink(path);

@@ -8,7 +8,7 @@
  */
 #include <string.h>
 
-#include "powerfs/attrs.h"
+#include "powerfs/sysfs/attrs.h"
 
 static void store_done(gssize result, gpointer data)
 {
@@ -70,8 +70,8 @@ int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 		char buf[PF_STORE_MAX + 1];
 
 		if (len >= 1) {
-			const struct pf_attr *a = &attrs[stores[data[pos] %
-								n_stores]];
+			const struct pf_attr *a =
+				&attrs[stores[data[pos] % n_stores]];
 			size_t n = MIN(len - 1, (size_t)PF_STORE_MAX);
 			gssize ret;
 
@@ -100,8 +100,8 @@ int LLVMFuzzerTestOneInput(const guint8 *data, size_t size)
 		if (strcmp(attrs[i].name, "autosleep"))
 			continue;
 		pending++;
-		if (attrs[i].store(pw, &caller, off, 3, store_done,
-				   &pending) != PF_PENDING)
+		if (attrs[i].store(pw, &caller, off, 3, store_done, &pending) !=
+		    PF_PENDING)
 			pending--;
 	}
 	pf_clock_fake_advance(clock, 2000000);

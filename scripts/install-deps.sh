@@ -19,6 +19,8 @@ PKGS="$PKGS prometheus-node-exporter"
 PKGS="$PKGS clang"
 # tests/test_man.py renders every man page with man --warnings.
 PKGS="$PKGS man-db"
+# make lint
+PKGS="$PKGS clang-format shellcheck python3-pyflakes"
 VM_PKGS="qemu-system-x86 mmdebstrap e2fsprogs debian-archive-keyring"
 case "${1:-}" in
 --run) PKGS=$RUN_PKGS ;;
@@ -35,4 +37,6 @@ echo "install-deps: installing$missing" >&2
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 $SUDO apt-get update -qq
+# $missing is a list of package names: split on purpose.
+# shellcheck disable=SC2086
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import (FUSERMOUNT, POWERFS, ExtraMounts, Powerfs,
+from conftest import (FUSERMOUNT, POWERFS, ExtraMounts,
                       kill_children, open_read_close, raises_errno,
                       run_in_child, wait_until)
 

@@ -17,7 +17,6 @@ writer inside the cgroup is interrupted by the freezer and answered then).
 
 import contextlib
 import errno
-import importlib.util
 import itertools
 import json
 import os
@@ -27,7 +26,6 @@ import signal
 import subprocess
 import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
@@ -35,7 +33,11 @@ import conftest
 from conftest import (POWERFS, PYTHON, ExtraMounts, Powerfs, _live, children,
                       kill_children, raises_errno, wait_until)
 import test_android
-from test_logind import logind, logind_factory  # noqa: F401 (fixtures)
+import test_logind
+
+# test_logind's fixtures, for the tests here that take them by name.
+logind_factory = test_logind.logind_factory
+logind = test_logind.logind
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -15,10 +15,8 @@ Set POWERFS_KEEP_JOURNAL=PATH to keep the day's journal (docs/ screenshot).
 
 import json
 import os
-import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 

@@ -11,7 +11,6 @@ acknowledged lock must be there at the end; every blocked reader must get
 the right count once the locks go.
 """
 
-import errno
 import os
 import re
 import shutil
@@ -19,7 +18,6 @@ import signal
 import socket
 import statistics
 import subprocess
-import tempfile
 import time
 
 import pytest

@@ -770,7 +770,7 @@ def test_foreign_sleep_in_the_journal(logind, mount, kernel, tmp_path, fails):
     it); one the host kernel failed is a "suspend" by "host" with its step
     and errno."""
     jpath = tmp_path / "journal"
-    pfs = mount("--backend=logind", kernel.arg(), f"--journal={jpath}")
+    mount("--backend=logind", kernel.arg(), f"--journal={jpath}")
     assert wait_until(lambda: logind.powerfs_inhibitors())
     t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
     after = (dict(fail=1, last_failed_errno=-11, last_failed_step="suspend_noirq")

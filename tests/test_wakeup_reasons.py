@@ -9,7 +9,6 @@ import errno
 import os
 import re
 import signal
-import subprocess
 import threading
 import time
 

@@ -1,21 +1,21 @@
-/* test-autosleep.c - unit tests of autosleep (src/autosleep.c) and the
- * suspend path (src/suspend.c) on the simulated backend and a fake clock,
+/* test-autosleep.c - unit tests of autosleep (src/engine/autosleep.c) and the
+ * suspend path (src/engine/suspend.c) on the simulated backend and a fake clock,
  * wired together by power_new().
  */
 #include <errno.h>
 #include <string.h>
 #include <glib.h>
 
-#include "powerfs/autosleep.h"
-#include "powerfs/backend.h"
-#include "powerfs/clock.h"
-#include "powerfs/power.h"
-#include "powerfs/suspend.h"
-#include "powerfs/wakelock.h"
-#include "powerfs/wakeup.h"
+#include "powerfs/engine/autosleep.h"
+#include "powerfs/engine/backend.h"
+#include "powerfs/engine/clock.h"
+#include "powerfs/engine/power.h"
+#include "powerfs/engine/suspend.h"
+#include "powerfs/engine/wakelock.h"
+#include "powerfs/engine/wakeup.h"
 
 #define T0 G_GINT64_CONSTANT(1000000000)
-#define MS(x) ((gint64)(x) * 1000)
+#define MS(x) ((gint64)(x)*1000)
 #define SLEEP_MS 1000
 
 static struct power *power_setup(void)
@@ -26,7 +26,8 @@ static struct power *power_setup(void)
 	struct power *pw;
 
 	be = backend_simulate_new(clock, SLEEP_MS,
-				  PM_STATE_BIT(PM_MEM) | PM_STATE_BIT(PM_FREEZE));
+				  PM_STATE_BIT(PM_MEM) |
+					  PM_STATE_BIT(PM_FREEZE));
 	g_assert_nonnull(be);
 	pw = power_new(clock, be, &opts);
 	g_assert_nonnull(pw);
@@ -84,7 +85,8 @@ static void power_teardown(struct power *pw)
 		struct done d = { 0, 1 };
 		int i, ret;
 
-		ret = autosleep_set_state(pw->autosleep, PM_ON, done_cb, &d);
+		ret = autosleep_set_state(pw->autosleep, PM_ON, NULL, done_cb,
+					  &d);
 		if (ret == PF_PENDING) {
 			for (i = 0; i < 100 && !d.calls; i++)
 				advance(pw, MS(100));
@@ -134,8 +136,9 @@ static void set_now(struct power *pw, enum pm_state state)
 {
 	struct done d = { 0, 1 };
 
-	g_assert_cmpint(autosleep_set_state(pw->autosleep, state, done_cb, &d),
-			==, 0);
+	g_assert_cmpint(
+		autosleep_set_state(pw->autosleep, state, NULL, done_cb, &d),
+		==, 0);
 	g_assert_cmpint(autosleep_state(pw->autosleep), ==, state);
 	advance(pw, 0);
 	g_assert_cmpint(d.calls, ==, 0);
@@ -226,14 +229,16 @@ static void test_wakelock_blocks(void)
 
 	/* Locked during the pause after the first suspend. */
 	at(pw, MS(1200));
-	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "hold", 4, 0), ==, 0);
+	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "hold", 4, 0, NULL), ==,
+			0);
 	at(pw, MS(10000));
 	g_assert_cmpint(successes(pw), ==, 1);
 	g_assert_cmpint(suspend_get_stats(pw->suspend)->fail, ==, 0);
 	g_assert_cmpint(stats_of(pw, "hold").prevent_suspend_time_ms, ==, 8800);
 
 	/* Released: the next suspend starts at once (no pause). */
-	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "hold", 4), ==, 0);
+	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "hold", 4, NULL), ==,
+			0);
 	advance(pw, 0);
 	at(pw, MS(11000) - 1);
 	g_assert_cmpint(successes(pw), ==, 1);
@@ -248,7 +253,8 @@ static void test_wakelock_blocks(void)
 	/* A lock with a timeout blocks until it expires. */
 	at(pw, MS(12600));
 	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "t", 1,
-				       G_GUINT64_CONSTANT(3000000000)), ==, 0);
+				       G_GUINT64_CONSTANT(3000000000), NULL),
+			==, 0);
 	at(pw, MS(15600) - 1);
 	g_assert_cmpint(successes(pw), ==, 3);
 	at(pw, MS(15600));
@@ -295,14 +301,16 @@ static void test_event_during_suspend(void)
 	 * further suspend until it is released. */
 	at(pw, MS(3300));
 	g_assert_true(suspend_in_progress(pw->suspend));
-	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "hold", 4, 0), ==, 0);
+	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "hold", 4, 0, NULL), ==,
+			0);
 	advance(pw, 0);
 	g_assert_false(suspend_in_progress(pw->suspend));
 	g_assert_cmpint(successes(pw), ==, s + 3);
 	s = successes(pw);
 	at(pw, MS(9000));
 	g_assert_cmpint(successes(pw), ==, s);
-	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "hold", 4), ==, 0);
+	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "hold", 4, NULL), ==,
+			0);
 	at(pw, MS(10000) - 1);
 	g_assert_cmpint(successes(pw), ==, s);
 	at(pw, MS(10000));
@@ -327,8 +335,9 @@ static void test_off_during_suspend(void)
 	/* A suspend is in progress: the switch waits (PF_PENDING).  The
 	 * "autosleep" event ends the simulated sleep early (autosleep.h), so
 	 * done comes as soon as the loop runs, not at SLEEP_MS. */
-	g_assert_cmpint(autosleep_set_state(pw->autosleep, PM_ON, done_cb, &off),
-			==, PF_PENDING);
+	g_assert_cmpint(
+		autosleep_set_state(pw->autosleep, PM_ON, NULL, done_cb, &off),
+		==, PF_PENDING);
 	g_assert_cmpint(off.calls, ==, 0);
 	g_assert_cmpuint(wakeup_events_in_progress(pw->engine), ==, 1);
 	advance(pw, 0);
@@ -410,8 +419,9 @@ static void test_counts_event(void)
 	/* Switching during a suspend: pending, still one event. */
 	at(pw, MS(2000));
 	g_assert_true(suspend_in_progress(pw->suspend));
-	g_assert_cmpint(autosleep_set_state(pw->autosleep, PM_MEM, done_cb, &d),
-			==, PF_PENDING);
+	g_assert_cmpint(
+		autosleep_set_state(pw->autosleep, PM_MEM, NULL, done_cb, &d),
+		==, PF_PENDING);
 	advance(pw, 0);
 	g_assert_cmpint(d.calls, ==, 1);
 	g_assert_cmpint(d.error, ==, 0);
@@ -434,10 +444,12 @@ static void test_invalid_state(void)
 	struct done d = { 0, 1 };
 	guint c0 = count_of(pw);
 
-	g_assert_cmpint(autosleep_set_state(pw->autosleep, PM_DISK, done_cb, &d),
+	g_assert_cmpint(
+		autosleep_set_state(pw->autosleep, PM_DISK, NULL, done_cb, &d),
+		==, -EINVAL);
+	g_assert_cmpint(autosleep_set_state(pw->autosleep, PM_STANDBY, NULL,
+					    done_cb, &d),
 			==, -EINVAL);
-	g_assert_cmpint(autosleep_set_state(pw->autosleep, PM_STANDBY, done_cb,
-					    &d), ==, -EINVAL);
 	advance(pw, 0);
 	advance(pw, MS(5000));
 	g_assert_cmpint(d.calls, ==, 0);
@@ -449,8 +461,9 @@ static void test_invalid_state(void)
 
 	/* Refused while on: the state stays. */
 	set_now(pw, PM_MEM);
-	g_assert_cmpint(autosleep_set_state(pw->autosleep, PM_DISK, done_cb, &d),
-			==, -EINVAL);
+	g_assert_cmpint(
+		autosleep_set_state(pw->autosleep, PM_DISK, NULL, done_cb, &d),
+		==, -EINVAL);
 	advance(pw, 0);
 	g_assert_cmpint(d.calls, ==, 0);
 	g_assert_cmpint(autosleep_state(pw->autosleep), ==, PM_MEM);
@@ -483,8 +496,9 @@ static void test_waits_for_lock(void)
 	advance(pw, 0);
 	g_assert_cmpint(l.calls, ==, 0);
 
-	g_assert_cmpint(autosleep_set_state(pw->autosleep, PM_ON, done_cb, &d),
-			==, PF_PENDING);
+	g_assert_cmpint(
+		autosleep_set_state(pw->autosleep, PM_ON, NULL, done_cb, &d),
+		==, PF_PENDING);
 	advance(pw, 0);
 	advance(pw, MS(100));
 	g_assert_cmpint(d.calls, ==, 0);
@@ -628,7 +642,7 @@ struct flaky {
 	struct backend base;
 	struct pf_clock *clock;
 	gboolean broken;
-	GArray *calls;		/* gint64 times */
+	GArray *calls; /* gint64 times */
 };
 
 static guint flaky_states(struct backend *be)
@@ -647,7 +661,7 @@ static int flaky_suspend(struct backend *be, enum pm_state state,
 	g_array_append_val(f->calls, now);
 	if (f->broken)
 		return -EIO;
-	done(0, data);	/* instant resume (allowed for a test backend) */
+	done(0, data); /* instant resume (allowed for a test backend) */
 	return PF_PENDING;
 }
 
@@ -731,10 +745,10 @@ static void test_off_leaves_waiting_run_arming(void)
 	struct wakeup_source *z;
 	struct done d;
 
-	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "h", 1, 0), ==, 0);
+	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "h", 1, 0, NULL), ==, 0);
 	set_now(pw, PM_MEM);
 	set_now(pw, PM_ON);
-	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "h", 1), ==, 0);
+	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "h", 1, NULL), ==, 0);
 	advance(pw, MS(500));
 	g_assert_cmpint(successes(pw), ==, 0);
 	z = wakeup_source_register(pw->engine, "z", 1);
@@ -764,13 +778,13 @@ static void test_requeued_run_arms_after_off(void)
 	struct done off = { 0, 1 }, d;
 	int ret;
 
-	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "x", 1, 0), ==, 0);
+	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "x", 1, 0, NULL), ==, 0);
 	set_now(pw, PM_MEM);
 	set_now(pw, PM_MEM);
-	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "x", 1), ==, 0);
+	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "x", 1, NULL), ==, 0);
 	advance(pw, MS(100));
 	g_assert_true(suspend_in_progress(pw->suspend));
-	ret = autosleep_set_state(pw->autosleep, PM_ON, done_cb, &off);
+	ret = autosleep_set_state(pw->autosleep, PM_ON, NULL, done_cb, &off);
 	g_assert_cmpint(ret, ==, PF_PENDING);
 	advance(pw, 0);
 	g_assert_cmpint(off.calls, ==, 1);
@@ -794,12 +808,12 @@ static void test_write_while_running_runs_again(void)
 {
 	struct power *pw = power_setup();
 
-	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "x", 1, 0), ==, 0);
+	g_assert_cmpint(wakelocks_lock(pw->wakelocks, "x", 1, 0, NULL), ==, 0);
 	set_now(pw, PM_MEM);
 	advance(pw, MS(100));
 	set_now(pw, PM_MEM);
 	set_now(pw, PM_ON);
-	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "x", 1), ==, 0);
+	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, "x", 1, NULL), ==, 0);
 	at(pw, MS(5000));
 	g_assert_cmpint(successes(pw), ==, 0);
 	g_assert_cmpint(suspend_get_stats(pw->suspend)->fail, ==, 0);

@@ -1,5 +1,5 @@
 /* test-inflight.c - unit tests of the record of requests in progress
- * (src/inflight.c) on a real memfd: what a successor finds after a server
+ * (src/transport/inflight.c) on a real memfd: what a successor finds after a server
  * "dies" (its record freed without answering), read buffers the kernel
  * filled behind a dead reader's back, the crash limit, sizes.  The
  * take-over itself is tested against a fake kernel (test-session.c), the
@@ -13,7 +13,7 @@
 #include <glib.h>
 #include <linux/fuse.h>
 
-#include "powerfs/inflight.h"
+#include "powerfs/transport/inflight.h"
 
 struct fixture {
 	int memfd;
@@ -37,14 +37,14 @@ static void teardown(struct fixture *f, gconstpointer data)
 }
 
 /* A request as the kernel sends it: header, then len - 40 bytes. */
-static void make_request(void *out, guint32 len, guint32 opcode,
-			 guint64 unique)
+static void make_request(void *out, guint32 len, guint32 opcode, guint64 unique)
 {
 	struct fuse_in_header *h = out;
 
 	memset(out, 'x', len);
-	*h = (struct fuse_in_header){ .len = len, .opcode = opcode,
-				      .unique = unique, .nodeid = 1 };
+	*h = (struct fuse_in_header){
+		.len = len, .opcode = opcode, .unique = unique, .nodeid = 1
+	};
 }
 
 /* The kernel hands a request to reader 0: through a pipe, into its read
@@ -67,8 +67,8 @@ static void deliver(struct fixture *f, struct pf_inflight *in, guint32 len,
 static struct pf_inflight *open_after(struct fixture *f, gboolean crashed,
 				      GPtrArray **left, GArray **refused)
 {
-	struct pf_inflight *in = pf_inflight_open(f->memfd, "t", crashed,
-						  left, refused);
+	struct pf_inflight *in =
+		pf_inflight_open(f->memfd, "t", crashed, left, refused);
 
 	g_assert_nonnull(in);
 	return in;
@@ -82,14 +82,12 @@ static struct pf_inflight *open_left(struct fixture *f, GPtrArray **left,
 
 static guint64 left_unique(GPtrArray *left, guint i)
 {
-	const struct fuse_in_header *h = g_bytes_get_data(left->pdata[i],
-							  NULL);
+	const struct fuse_in_header *h = g_bytes_get_data(left->pdata[i], NULL);
 
 	return h->unique;
 }
 
-static void free_all(struct pf_inflight *in, GPtrArray *left,
-		     GArray *refused)
+static void free_all(struct pf_inflight *in, GPtrArray *left, GArray *refused)
 {
 	pf_inflight_free(in);
 	g_ptr_array_unref(left);
@@ -110,14 +108,14 @@ static void test_answered_and_not(struct fixture *f, gconstpointer data)
 	free_all(in, left, refused);
 
 	in = open_left(f, &left, &refused);
-	deliver(f, in, 80, FUSE_READ, 10);	/* parked */
+	deliver(f, in, 80, FUSE_READ, 10); /* parked */
 	pf_inflight_end(in, 10);
-	deliver(f, in, 60, FUSE_LOOKUP, 12);	/* answered at once */
+	deliver(f, in, 60, FUSE_LOOKUP, 12); /* answered at once */
 	pf_inflight_answered(in, 12);
 	pf_inflight_end(in, 12);
-	deliver(f, in, 84, FUSE_WRITE, 8);	/* older, still processing */
+	deliver(f, in, 84, FUSE_WRITE, 8); /* older, still processing */
 	deliver(f, in, 48, FUSE_FORGET, 14);
-	free_all(in, left, refused);		/* the server dies */
+	free_all(in, left, refused); /* the server dies */
 
 	in = open_left(f, &left, &refused);
 	g_assert_cmpuint(left->len, ==, 2);
@@ -157,10 +155,10 @@ static void test_unseen_in_read_buffer(struct fixture *f, gconstpointer data)
 	in = open_left(f, &left, &refused);
 	g_assert_cmpuint(left->len, ==, 1);
 	g_assert_cmpuint(left_unique(left, 0), ==, 22);
-	free_all(in, left, refused);	/* dies again before answering */
+	free_all(in, left, refused); /* dies again before answering */
 
 	in = open_left(f, &left, &refused);
-	g_assert_cmpuint(left->len, ==, 1);	/* from its slot now */
+	g_assert_cmpuint(left->len, ==, 1); /* from its slot now */
 	g_assert_cmpuint(left_unique(left, 0), ==, 22);
 	pf_inflight_answered(in, 22);
 	free_all(in, left, refused);
@@ -197,12 +195,12 @@ static void test_crash_limit(struct fixture *f, gconstpointer data)
 	struct pf_inflight *in = open_left(f, &left, &refused);
 
 	(void)data;
-	deliver(f, in, 84, FUSE_WRITE, 30);	/* kills the server */
-	deliver(f, in, 80, FUSE_READ, 32);	/* only waits */
+	deliver(f, in, 84, FUSE_WRITE, 30); /* kills the server */
+	deliver(f, in, 80, FUSE_READ, 32);  /* only waits */
 	g_assert_true(pf_inflight_begin(in, 32, FUSE_READ));
 	pf_inflight_end(in, 32);
 	g_assert_true(pf_inflight_begin(in, 30, FUSE_WRITE));
-	free_all(in, left, refused);		/* crashed in 30: 1 death */
+	free_all(in, left, refused); /* crashed in 30: 1 death */
 	/* Successors: each crashed in 30, but one of them killed by
 	 * SIGKILL from outside while in 30, which counts nothing. */
 	for (guint round = 1; round <= 4; round++) {
@@ -217,12 +215,14 @@ static void test_crash_limit(struct fixture *f, gconstpointer data)
 			g_assert_cmpuint(left->len, ==, 1);
 			g_assert_cmpuint(left_unique(left, 0), ==, 32);
 			g_assert_cmpuint(refused->len, ==, 1);
-			g_assert_cmpuint(g_array_index(refused,
-						       struct pf_refusal,
-						       0).unique, ==, 30);
-			g_assert_cmpint(g_array_index(refused,
-						      struct pf_refusal,
-						      0).err, ==, EIO);
+			g_assert_cmpuint(
+				g_array_index(refused, struct pf_refusal, 0)
+					.unique,
+				==, 30);
+			g_assert_cmpint(
+				g_array_index(refused, struct pf_refusal, 0)
+					.err,
+				==, EIO);
 			/* On the other path it comes as a new request: */
 			g_assert_false(pf_inflight_begin(in, 30, FUSE_WRITE));
 		}
@@ -329,7 +329,7 @@ static void test_read_buffer_sizes(struct fixture *f, gconstpointer data)
 	in = open_left(f, &left, &refused);
 	pf_inflight_read_buffer(in, 0, &size);
 	g_assert_cmpuint(size, >=, 80 + pf_inflight_max_write());
-	g_assert_cmpuint(size, >=, 8192);	/* FUSE_MIN_READ_BUFFER */
+	g_assert_cmpuint(size, >=, 8192); /* FUSE_MIN_READ_BUFFER */
 	g_assert_cmpuint(size % page, ==, 0);
 	free_all(in, left, refused);
 
@@ -348,8 +348,7 @@ static void test_read_buffer_sizes(struct fixture *f, gconstpointer data)
 }
 
 /* On a kernel that sends requests again, nothing is copied. */
-static void test_nothing_kept_on_resend(struct fixture *f,
-					gconstpointer data)
+static void test_nothing_kept_on_resend(struct fixture *f, gconstpointer data)
 {
 	GPtrArray *left;
 	GArray *refused;
@@ -379,9 +378,9 @@ static void test_interrupted(struct fixture *f, gconstpointer data)
 	void *buf;
 
 	(void)data;
-	deliver(f, in, 80, FUSE_READ, 50);	/* parked */
+	deliver(f, in, 80, FUSE_READ, 50); /* parked */
 	pf_inflight_end(in, 50);
-	deliver(f, in, 80, FUSE_READ, 52);	/* parked */
+	deliver(f, in, 80, FUSE_READ, 52); /* parked */
 	pf_inflight_end(in, 52);
 	make_request(intr, sizeof(intr), FUSE_INTERRUPT, 54);
 	*(guint64 *)(intr + sizeof(struct fuse_in_header)) = 50;
@@ -445,8 +444,8 @@ int main(int argc, char **argv)
 		   setup, test_unseen_in_read_buffer, teardown);
 	g_test_add("/inflight/crash-limit", struct fixture, NULL, setup,
 		   test_crash_limit, teardown);
-	g_test_add("/inflight/init-seen-not-saved", struct fixture, NULL,
-		   setup, test_init_seen_not_saved, teardown);
+	g_test_add("/inflight/init-seen-not-saved", struct fixture, NULL, setup,
+		   test_init_seen_not_saved, teardown);
 	g_test_add("/inflight/every-request-is-kept", struct fixture, NULL,
 		   setup, test_every_request_is_kept, teardown);
 	g_test_add("/inflight/read-buffer-sizes", struct fixture, NULL, setup,

@@ -1,4 +1,4 @@
-/* test-metrics.c - unit tests of the Prometheus text (src/metrics.c) against
+/* test-metrics.c - unit tests of the Prometheus text (src/records/metrics.c) against
  * a fake clock: label escapes, names that are not UTF-8, the times of an
  * active source.  Writing the file is tested on a real mount
  * (tests/test_metrics.py).
@@ -6,23 +6,22 @@
 #include <string.h>
 #include <glib.h>
 
-#include "powerfs/backend.h"
-#include "powerfs/clock.h"
-#include "powerfs/metrics.h"
-#include "powerfs/power.h"
+#include "powerfs/engine/backend.h"
+#include "powerfs/engine/clock.h"
+#include "powerfs/records/metrics.h"
+#include "powerfs/engine/power.h"
 
 #define T0 G_GINT64_CONSTANT(1000000000)
-#define MS(x) ((gint64)(x) * 1000)
+#define MS(x) ((gint64)(x)*1000)
 
 static struct power *power_setup(void)
 {
 	struct pf_clock *clock = pf_clock_new_fake(T0);
 	struct power_options opts = { 100, 300, FALSE, NULL };
 
-	return power_new(clock,
-			 backend_simulate_new(clock, 1000,
-					      PM_STATE_BIT(PM_MEM)),
-			 &opts);
+	return power_new(
+		clock, backend_simulate_new(clock, 1000, PM_STATE_BIT(PM_MEM)),
+		&opts);
 }
 
 static char *render(struct power *pw)
@@ -53,7 +52,8 @@ static void test_escapes(void)
 
 	wakeup_source_event(ws, 0);
 	text = render(pw);
-	assert_has_line(text,
+	assert_has_line(
+		text,
 		"powerfs_wakeup_source_events_total{source=\"a\\nb\\\\c\\\"d\","
 		"kind=\"wake_lock\"} 1");
 	g_assert_true(g_utf8_validate(text, -1, NULL));
@@ -66,19 +66,22 @@ static void test_escapes(void)
 static void test_not_utf8(void)
 {
 	struct power *pw = power_setup();
-	struct wakeup_source *a = wakeup_source_register(pw->engine, "x\xff", 2);
-	struct wakeup_source *b = wakeup_source_register(pw->engine, "x\xfe", 2);
-	struct wakeup_source *c = wakeup_source_register(pw->engine,
-							 "\xc3\xa9\xc3", 3);
+	struct wakeup_source *a =
+		wakeup_source_register(pw->engine, "x\xff", 2);
+	struct wakeup_source *b =
+		wakeup_source_register(pw->engine, "x\xfe", 2);
+	struct wakeup_source *c =
+		wakeup_source_register(pw->engine, "\xc3\xa9\xc3", 3);
 	g_autofree char *text = render(pw);
 
 	assert_has_line(text,
-		"powerfs_wakeup_source_active{source=\"x\xef\xbf\xbd\","
-		"source_hex=\"78ff\",kind=\"wake_lock\"} 0");
+			"powerfs_wakeup_source_active{source=\"x\xef\xbf\xbd\","
+			"source_hex=\"78ff\",kind=\"wake_lock\"} 0");
 	assert_has_line(text,
-		"powerfs_wakeup_source_active{source=\"x\xef\xbf\xbd\","
-		"source_hex=\"78fe\",kind=\"wake_lock\"} 0");
-	assert_has_line(text,
+			"powerfs_wakeup_source_active{source=\"x\xef\xbf\xbd\","
+			"source_hex=\"78fe\",kind=\"wake_lock\"} 0");
+	assert_has_line(
+		text,
 		"powerfs_wakeup_source_active{source=\"\xc3\xa9\xef\xbf\xbd\","
 		"source_hex=\"c3a9c3\",kind=\"wake_lock\"} 0");
 	g_assert_true(g_utf8_validate(text, -1, NULL));
@@ -111,12 +114,14 @@ static void test_active_times(void)
 			       "{source=\"w\",kind=\"wake_lock\"} 1.234");
 	assert_has_line(after, "powerfs_wakeup_sources_active 0");
 	/* Newest first, the kernel's autosleep source, "deleted" last. */
-	g_assert_true(strstr(after, "{source=\"w\"") <
-		      strstr(after, "{source=\"autosleep\",kind=\"autosleep\"}"));
-	g_assert_nonnull(strstr(after, "{source=\"autosleep\",kind=\"autosleep\""
-				       "} 0\npowerfs_wakeup_source_activations"
-				       "_total{source=\"deleted\","
-				       "kind=\"deleted\"} 0\n"));
+	g_assert_true(
+		strstr(after, "{source=\"w\"") <
+		strstr(after, "{source=\"autosleep\",kind=\"autosleep\"}"));
+	g_assert_nonnull(strstr(after,
+				"{source=\"autosleep\",kind=\"autosleep\""
+				"} 0\npowerfs_wakeup_source_activations"
+				"_total{source=\"deleted\","
+				"kind=\"deleted\"} 0\n"));
 	wakeup_source_unregister(ws);
 	power_free(pw);
 }

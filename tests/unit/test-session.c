@@ -1,5 +1,5 @@
-/* test-session.c - taking a connection over (src/fuse-session.c with
- * src/inflight.c), against a fake kernel.
+/* test-session.c - taking a connection over (src/transport/take-over.c,
+ * readers.c and inflight.c), against a fake kernel.
  *
  * The "kernel" is this process: it holds one end of a SOCK_SEQPACKET
  * socket pair, which keeps message boundaries as /dev/fuse does, and the
@@ -38,7 +38,9 @@
 
 #include <glib-unix.h>
 
-#include "powerfs/fuse-session.h"
+#include "powerfs/transport/open-files.h"
+#include "powerfs/transport/loop-lock.h"
+#include "powerfs/transport/session.h"
 
 #define RESEND_BIT (G_GUINT64_CONSTANT(1) << 63)
 #define NOTIFY_RESEND 7
@@ -79,10 +81,10 @@ static void srv_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	say("write %s %s %d\n", words[0], words[1] ? words[1] : "-",
 	    pf_session_replaying(session));
 	if (!strcmp(words[0], "park"))
-		return;		/* never answered */
+		return; /* never answered */
 	if (!strcmp(words[0], "hang"))
 		for (;;)
-			pause();	/* killed in here */
+			pause(); /* killed in here */
 	fuse_reply_write(req, size);
 }
 
@@ -119,7 +121,7 @@ static gint slow_first_poll(GPollFD *fds, guint nfds, gint timeout)
 	return real_poll(fds, nfds, timeout);
 }
 
-/* The server dies at its first pwrite(2): in save_init(), just after the
+/* The server dies at its first pwrite(2): in pf_session_save_init(), just after the
  * reader read the INIT request. */
 static void die_at_first_pwrite(void)
 {
@@ -138,8 +140,8 @@ static void die_at_first_pwrite(void)
 }
 
 enum server_flags {
-	NO_RESEND = 1,		/* POWERFS_NO_RESEND: an older kernel */
-	CRASHED = 2,		/* the keeper saw the last server crash */
+	NO_RESEND = 1, /* POWERFS_NO_RESEND: an older kernel */
+	CRASHED = 2,   /* the keeper saw the last server crash */
 	SLOW_FIRST_POLL = 4,
 	DIE_SAVING_INIT = 8,
 	SMALL_ADDRESS_SPACE = 16,
@@ -203,19 +205,19 @@ static G_GNUC_NORETURN void server_main(int fd, int memfd, guint flags)
 /* --- the kernel (this process) -------------------------------------------- */
 
 struct kernel {
-	int k, s;		/* the kernel's end; the server's (kept) */
+	int k, s; /* the kernel's end; the server's (kept) */
 	int memfd;
-	int reports;		/* read end of the servers' reports */
+	int reports; /* read end of the servers' reports */
 	int report_w;
-	int log_fd;		/* the servers' stderr */
+	int log_fd; /* the servers' stderr */
 	pid_t server;
-	gboolean resend;	/* plays a kernel that sends again */
-	GTree *unanswered;	/* unique (no resend bit) -> GBytes */
-	GHashTable *answers;	/* unique (no resend bit) -> error + 1 */
+	gboolean resend;     /* plays a kernel that sends again */
+	GTree *unanswered;   /* unique (no resend bit) -> GBytes */
+	GHashTable *answers; /* unique (no resend bit) -> error + 1 */
 	guint64 next_unique;
-	GString *said;		/* reports not consumed yet */
-	guint32 max_write;	/* from the INIT reply */
-	guint notices;		/* FUSE_NOTIFY_RESEND notices received */
+	GString *said;	   /* reports not consumed yet */
+	guint32 max_write; /* from the INIT reply */
+	guint notices;	   /* FUSE_NOTIFY_RESEND notices received */
 };
 
 static gint cmp_u64(gconstpointer a, gconstpointer b, gpointer data)
@@ -231,8 +233,9 @@ static struct kernel *kernel_new(gboolean resend)
 	struct kernel *k = g_new0(struct kernel, 1);
 	int sv[2], rp[2];
 
-	g_assert_cmpint(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0,
-				   sv), ==, 0);
+	g_assert_cmpint(
+		socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), ==,
+		0);
 	g_assert_cmpint(pipe2(rp, O_CLOEXEC), ==, 0);
 	k->k = sv[0];
 	k->s = sv[1];
@@ -300,8 +303,7 @@ static char *next_report(struct kernel *k, int ms)
 		gssize n;
 
 		if (nl) {
-			char *line = g_strndup(k->said->str,
-					       nl - k->said->str);
+			char *line = g_strndup(k->said->str, nl - k->said->str);
 
 			g_string_erase(k->said, 0, nl - k->said->str + 1);
 			return line;
@@ -340,8 +342,8 @@ static void send_raw(struct kernel *k, const void *req, gsize len)
 }
 
 /* Queues a request with a new id; it is unanswered until a reply comes. */
-static guint64 send_request(struct kernel *k, guint32 opcode,
-			    const void *arg, gsize arg_len)
+static guint64 send_request(struct kernel *k, guint32 opcode, const void *arg,
+			    gsize arg_len)
 {
 	gsize len = sizeof(struct fuse_in_header) + arg_len;
 	g_autofree unsigned char *req = g_malloc0(len);
@@ -349,9 +351,13 @@ static guint64 send_request(struct kernel *k, guint32 opcode,
 	guint64 unique = k->next_unique;
 
 	k->next_unique += 2;
-	*h = (struct fuse_in_header){ .len = len, .opcode = opcode,
-				      .unique = unique, .nodeid = 1,
-				      .uid = 0, .gid = 0, .pid = 1 };
+	*h = (struct fuse_in_header){ .len = len,
+				      .opcode = opcode,
+				      .unique = unique,
+				      .nodeid = 1,
+				      .uid = 0,
+				      .gid = 0,
+				      .pid = 1 };
 	memcpy(req + sizeof(*h), arg, arg_len);
 	g_tree_insert(k->unanswered, g_memdup2(&unique, sizeof(unique)),
 		      g_bytes_new(req, len));
@@ -412,25 +418,25 @@ static gboolean next_reply(struct kernel *k, struct fuse_out_header *out,
 		return TRUE;
 	}
 	if (n >= (gssize)(sizeof(*out) + sizeof(struct fuse_init_out)) &&
-	    g_tree_lookup(k->unanswered, &(guint64){ out->unique &
-						      ~RESEND_BIT })) {
-		GBytes *req = g_tree_lookup(k->unanswered,
-					    &(guint64){ out->unique &
-							~RESEND_BIT });
+	    g_tree_lookup(k->unanswered,
+			  &(guint64){ out->unique & ~RESEND_BIT })) {
+		GBytes *req = g_tree_lookup(
+			k->unanswered, &(guint64){ out->unique & ~RESEND_BIT });
 		const struct fuse_in_header *h = g_bytes_get_data(req, NULL);
 
 		if (h->opcode == FUSE_INIT)
-			k->max_write = ((struct fuse_init_out *)
-					(buf + sizeof(*out)))->max_write;
+			k->max_write =
+				((struct fuse_init_out *)(buf + sizeof(*out)))
+					->max_write;
 	}
 	/* The kernel takes the first answer; later ones fail (ENOENT). */
 	if (g_tree_remove(k->unanswered,
 			  &(guint64){ out->unique & ~RESEND_BIT }))
-		g_hash_table_insert(k->answers,
-				    g_memdup2(&(guint64){ out->unique &
-							  ~RESEND_BIT },
-					      sizeof(guint64)),
-				    GINT_TO_POINTER(out->error + 1));
+		g_hash_table_insert(
+			k->answers,
+			g_memdup2(&(guint64){ out->unique & ~RESEND_BIT },
+				  sizeof(guint64)),
+			GINT_TO_POINTER(out->error + 1));
 	return TRUE;
 }
 
@@ -629,7 +635,7 @@ static void test_crash_limit(gconstpointer data)
 
 	expect_report(k, "write hang 1 0");
 	for (guint i = 0; i < 2; i++) {
-		kill_server(k);		/* as if it crashed */
+		kill_server(k); /* as if it crashed */
 		start_server(k, flags | CRASHED);
 		expect_report(k, "serving");
 		expect_report(k, "write hang 1 1");

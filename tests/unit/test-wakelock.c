@@ -1,5 +1,5 @@
 /* test-wakelock.c - unit tests of the user wake lock registry
- * (src/wakelock.c): lock/unlock, the limit, the sysfs listings, timeouts and
+ * (src/engine/wakelock.c): lock/unlock, the limit, the sysfs listings, timeouts and
  * garbage collection, against a fake clock.
  */
 #include <errno.h>
@@ -7,13 +7,13 @@
 #include <string.h>
 #include <glib.h>
 
-#include "powerfs/clock.h"
-#include "powerfs/wakelock.h"
-#include "powerfs/wakeup.h"
+#include "powerfs/engine/clock.h"
+#include "powerfs/engine/wakelock.h"
+#include "powerfs/engine/wakeup.h"
 
 #define T0 G_GINT64_CONSTANT(1000000000)
-#define MS(x) ((gint64)(x) * 1000)
-#define SEC(x) ((gint64)(x) * 1000000)
+#define MS(x) ((gint64)(x)*1000)
+#define SEC(x) ((gint64)(x)*1000000)
 
 struct fixture {
 	struct pf_clock *clock;
@@ -38,12 +38,12 @@ static void fixture_fini(struct fixture *f)
 
 static int lock(struct fixture *f, const char *name, guint64 timeout_ns)
 {
-	return wakelocks_lock(f->wls, name, strlen(name), timeout_ns);
+	return wakelocks_lock(f->wls, name, strlen(name), timeout_ns, NULL);
 }
 
 static int unlock(struct fixture *f, const char *name)
 {
-	return wakelocks_unlock(f->wls, name, strlen(name));
+	return wakelocks_unlock(f->wls, name, strlen(name), NULL);
 }
 
 static char *show(struct fixture *f, gboolean active)
@@ -133,9 +133,10 @@ static char *deleted_row(struct fixture *f)
 static char *deleted_expected(gulong active_count, gulong event_count,
 			      gint64 total, gint64 max)
 {
-	return g_strdup_printf("%-12s\t%lu\t\t%lu\t\t0\t\t0\t\t0\t\t%" G_GINT64_FORMAT
-			       "\t\t%" G_GINT64_FORMAT "\t\t0\t\t0\n",
-			       "deleted", active_count, event_count, total, max);
+	return g_strdup_printf(
+		"%-12s\t%lu\t\t%lu\t\t0\t\t0\t\t0\t\t%" G_GINT64_FORMAT
+		"\t\t%" G_GINT64_FORMAT "\t\t0\t\t0\n",
+		"deleted", active_count, event_count, total, max);
 }
 
 /* ------------------------------------------------------------------ */
@@ -151,7 +152,7 @@ static void test_lock_unlock(void)
 	c0 = count_of(&f);
 
 	/* The name is len bytes. */
-	g_assert_cmpint(wakelocks_lock(f.wls, "foobar", 3, 0), ==, 0);
+	g_assert_cmpint(wakelocks_lock(f.wls, "foobar", 3, 0, NULL), ==, 0);
 	g_assert_cmpuint(wakelocks_count(f.wls), ==, 1);
 	g_assert_true(is_active(&f, "foo"));
 	g_assert_null(find_ws(&f, "foobar"));
@@ -166,7 +167,7 @@ static void test_lock_unlock(void)
 	g_assert_cmpuint(st.active_count, ==, 1);
 	g_assert_cmpuint(st.event_count, ==, 2);
 
-	g_assert_cmpint(wakelocks_unlock(f.wls, "foo\n", 3), ==, 0);
+	g_assert_cmpint(wakelocks_unlock(f.wls, "foo\n", 3, NULL), ==, 0);
 	g_assert_false(is_active(&f, "foo"));
 	g_assert_cmpuint(wakeup_events_in_progress(f.engine), ==, 0);
 	g_assert_cmpuint(count_of(&f), ==, c0 + 1);
@@ -206,7 +207,7 @@ static void test_unlock_unknown(void)
 	/* Prefixes and extensions are other names. */
 	g_assert_cmpint(unlock(&f, "fo"), ==, -EINVAL);
 	g_assert_cmpint(unlock(&f, "foox"), ==, -EINVAL);
-	g_assert_cmpint(wakelocks_unlock(f.wls, "foo", 2), ==, -EINVAL);
+	g_assert_cmpint(wakelocks_unlock(f.wls, "foo", 2, NULL), ==, -EINVAL);
 	g_assert_true(is_active(&f, "foo"));
 	g_assert_cmpuint(wakelocks_count(f.wls), ==, 1);
 	g_assert_cmpuint(count_of(&f), ==, c0);
@@ -277,7 +278,7 @@ static void test_show_sorted(void)
 	assert_show(&f, FALSE, "\n");
 
 	g_assert_cmpint(lock(&f, "b", 0), ==, 0);
-	g_assert_cmpint(lock(&f, "\xc3\xa9t\xc3\xa9", 0), ==, 0);	/* "été" */
+	g_assert_cmpint(lock(&f, "\xc3\xa9t\xc3\xa9", 0), ==, 0); /* "été" */
 	g_assert_cmpint(lock(&f, "a", 0), ==, 0);
 	g_assert_cmpint(lock(&f, "B", 0), ==, 0);
 	g_assert_cmpint(lock(&f, "_x", 0), ==, 0);
@@ -310,7 +311,7 @@ static void test_show_cap_single(void)
 	fixture_init(&f, 100, 300);
 	name = g_malloc(4096);
 	memset(name, 'x', 4096);
-	g_assert_cmpint(wakelocks_lock(f.wls, name, 4096, 0), ==, 0);
+	g_assert_cmpint(wakelocks_lock(f.wls, name, 4096, 0, NULL), ==, 0);
 	s = show(&f, TRUE);
 	g_assert_cmpuint(strlen(s), ==, 4095);
 	g_assert_cmpint(memcmp(s, name, 4094), ==, 0);
@@ -319,8 +320,8 @@ static void test_show_cap_single(void)
 	assert_show(&f, FALSE, "\n");
 
 	/* The lock itself has its whole name. */
-	g_assert_cmpint(wakelocks_unlock(f.wls, name, 4096), ==, 0);
-	g_assert_cmpint(wakelocks_unlock(f.wls, name, 4095), ==, -EINVAL);
+	g_assert_cmpint(wakelocks_unlock(f.wls, name, 4096, NULL), ==, 0);
+	g_assert_cmpint(wakelocks_unlock(f.wls, name, 4095, NULL), ==, -EINVAL);
 	s = show(&f, FALSE);
 	g_assert_cmpuint(strlen(s), ==, 4095);
 	g_assert_cmpint(s[4094], ==, '\n');
@@ -428,10 +429,10 @@ static void test_timeout_cap(void)
 	const gint64 cap_us = (gint64)G_MAXUINT32 * 1000;
 	static const guint64 huge[] = {
 		G_MAXUINT64,
-		G_MAXUINT64 - 999998,			/* 2^64 - 999999 */
-		G_GUINT64_CONSTANT(4294967296000000),	/* 2^32 ms */
+		G_MAXUINT64 - 999998,		      /* 2^64 - 999999 */
+		G_GUINT64_CONSTANT(4294967296000000), /* 2^32 ms */
 		G_GUINT64_CONSTANT(4294967296000001),
-		G_GUINT64_CONSTANT(8589934592000000),	/* 2^33 ms */
+		G_GUINT64_CONSTANT(8589934592000000), /* 2^33 ms */
 	};
 	guint i;
 
@@ -532,7 +533,7 @@ static void test_gc_batches(void)
 		cycles(&f, name, 1);
 	}
 	advance(&f, SEC(2));
-	cycles(&f, "recent", 101);	/* one of these collects */
+	cycles(&f, "recent", 101); /* one of these collects */
 	g_assert_cmpuint(wakelocks_count(f.wls), ==, 3002 - 1024);
 	g_assert_nonnull(find_ws(&f, "idle2999"));
 	for (int i = 0; i < 10 && g_main_context_iteration(NULL, FALSE); i++)
@@ -555,19 +556,19 @@ static void test_gc(void)
 	 * for good. */
 	g_assert_cmpint(lock(&f, "old1", 0), ==, 0);
 	advance(&f, SEC(5));
-	g_assert_cmpint(unlock(&f, "old1"), ==, 0);		/* unlock 1 */
-	cycles(&f, "old2", 1);					/* 2 */
-	cycles(&f, "stale", 1);					/* 3 */
+	g_assert_cmpint(unlock(&f, "old1"), ==, 0); /* unlock 1 */
+	cycles(&f, "old2", 1);			    /* 2 */
+	cycles(&f, "stale", 1);			    /* 3 */
 	g_assert_cmpint(lock(&f, "oldactive", 0), ==, 0);
 	/* T0+150: mid used. */
 	advance(&f, SEC(145));
-	cycles(&f, "mid", 1);					/* 4 */
+	cycles(&f, "mid", 1); /* 4 */
 	/* T0+400: old1, old2, stale, oldactive idle 395 s; mid 250 s.
 	 * Unlocking the inactive stale again makes it the most recently
 	 * used lock (its last activity stays at T0+5). */
 	advance(&f, SEC(250));
-	g_assert_cmpint(unlock(&f, "stale"), ==, 0);		/* 5 */
-	cycles(&f, "recent", 95);				/* 100 */
+	g_assert_cmpint(unlock(&f, "stale"), ==, 0); /* 5 */
+	cycles(&f, "recent", 95);		     /* 100 */
 	advance(&f, 0);
 	advance(&f, MS(1));
 	/* The 100th unlock does not collect. */
@@ -585,7 +586,7 @@ static void test_gc(void)
 	/* The 101st does: old1 and old2 go, oldactive (active) stays, the
 	 * walk stops at mid (used 250 s ago), so stale, behind it in LRU
 	 * order, stays too. */
-	cycles(&f, "recent", 1);				/* 101 */
+	cycles(&f, "recent", 1); /* 101 */
 	advance(&f, 0);
 	g_assert_cmpuint(wakelocks_count(f.wls), ==, 4);
 	g_assert_null(find_ws(&f, "old1"));
@@ -603,18 +604,18 @@ static void test_gc(void)
 	g_free(row);
 	g_free(exp);
 	/* Their places are free again. */
-	g_assert_cmpint(lock(&f, "new", 0), ==, 0);		/* T0+400 */
-	g_assert_cmpint(unlock(&f, "new"), ==, 0);		/* 1 */
+	g_assert_cmpint(lock(&f, "new", 0), ==, 0); /* T0+400 */
+	g_assert_cmpint(unlock(&f, "new"), ==, 0);  /* 1 */
 	g_assert_cmpuint(wakelocks_count(f.wls), ==, 5);
 
 	/* The count started again from 0.  T0+800: mid idle 650 s, stale
 	 * 795 s (used 400 s ago), recent and new 400 s. */
 	advance(&f, SEC(400));
-	cycles(&f, "later", 99);				/* 100 */
+	cycles(&f, "later", 99); /* 100 */
 	advance(&f, 0);
 	g_assert_cmpuint(wakelocks_count(f.wls), ==, 6);
 	g_assert_nonnull(find_ws(&f, "mid"));
-	cycles(&f, "later", 1);					/* 101 */
+	cycles(&f, "later", 1); /* 101 */
 	advance(&f, 0);
 	g_assert_cmpuint(wakelocks_count(f.wls), ==, 2);
 	assert_show(&f, TRUE, "oldactive\n");
@@ -632,15 +633,15 @@ static void test_gc(void)
 
 	/* Failed unlocks do not count toward a collection. */
 	advance(&f, SEC(400));
-	cycles(&f, "x", 99);					/* 99 */
+	cycles(&f, "x", 99); /* 99 */
 	for (int i = 0; i < 50; i++)
 		g_assert_cmpint(unlock(&f, "nope"), ==, -EINVAL);
 	advance(&f, 0);
 	g_assert_nonnull(find_ws(&f, "later"));
-	g_assert_cmpint(unlock(&f, "x"), ==, 0);		/* 100 */
+	g_assert_cmpint(unlock(&f, "x"), ==, 0); /* 100 */
 	advance(&f, 0);
 	g_assert_nonnull(find_ws(&f, "later"));
-	g_assert_cmpint(unlock(&f, "x"), ==, 0);		/* 101 */
+	g_assert_cmpint(unlock(&f, "x"), ==, 0); /* 101 */
 	advance(&f, 0);
 	g_assert_null(find_ws(&f, "later"));
 	g_assert_nonnull(find_ws(&f, "x"));

@@ -1,21 +1,21 @@
 /* test-wakeup-reason.c - unit tests of /sys/kernel/wakeup_reasons's record
- * (src/wakeup-reason.c) and of how the suspend path fills it (src/suspend.c),
+ * (src/engine/wakeup-reason.c) and of how the suspend path fills it (src/engine/suspend.c),
  * on the simulated backend and a fake clock.  The expected texts are the
  * Android common kernel's formats.
  */
 #include <string.h>
 #include <glib.h>
 
-#include "powerfs/backend.h"
-#include "powerfs/clock.h"
-#include "powerfs/power.h"
-#include "powerfs/suspend.h"
-#include "powerfs/wakelock.h"
-#include "powerfs/wakeup-reason.h"
-#include "powerfs/wakeup.h"
+#include "powerfs/engine/backend.h"
+#include "powerfs/engine/clock.h"
+#include "powerfs/engine/power.h"
+#include "powerfs/engine/suspend.h"
+#include "powerfs/engine/wakelock.h"
+#include "powerfs/engine/wakeup-reason.h"
+#include "powerfs/engine/wakeup.h"
 
 #define T0 G_GINT64_CONSTANT(1000000000)
-#define MS(x) ((gint64)(x) * 1000)
+#define MS(x) ((gint64)(x)*1000)
 #define SLEEP_MS 1000
 
 static struct power *power_setup(void)
@@ -23,10 +23,10 @@ static struct power *power_setup(void)
 	struct pf_clock *clock = pf_clock_new_fake(T0);
 	struct power_options opts = { 100, 300, FALSE, NULL };
 
-	return power_new(clock,
-			 backend_simulate_new(clock, SLEEP_MS,
-					      PM_STATE_BIT(PM_MEM)),
-			 &opts);
+	return power_new(
+		clock,
+		backend_simulate_new(clock, SLEEP_MS, PM_STATE_BIT(PM_MEM)),
+		&opts);
 }
 
 static char *resume_reason(struct power *pw)
@@ -45,12 +45,12 @@ static char *suspend_time(struct power *pw)
 	return g_string_free(out, FALSE);
 }
 
-#define assert_files(pw, reason, times)                                   \
-	do {                                                              \
-		g_autofree char *r_ = resume_reason(pw);                  \
-		g_autofree char *t_ = suspend_time(pw);                   \
-		g_assert_cmpstr(r_, ==, reason);                          \
-		g_assert_cmpstr(t_, ==, times);                           \
+#define assert_files(pw, reason, times)                  \
+	do {                                             \
+		g_autofree char *r_ = resume_reason(pw); \
+		g_autofree char *t_ = suspend_time(pw);  \
+		g_assert_cmpstr(r_, ==, reason);         \
+		g_assert_cmpstr(t_, ==, times);          \
 	} while (0)
 
 static void done_cb(int error, gpointer data)
@@ -74,14 +74,16 @@ static int enter(struct power *pw, int *done)
 
 static void lock(struct power *pw, const char *name)
 {
-	g_assert_cmpint(wakelocks_lock(pw->wakelocks, name, strlen(name), 0),
-			==, 0);
+	g_assert_cmpint(
+		wakelocks_lock(pw->wakelocks, name, strlen(name), 0, NULL), ==,
+		0);
 }
 
 static void unlock(struct power *pw, const char *name)
 {
-	g_assert_cmpint(wakelocks_unlock(pw->wakelocks, name, strlen(name)),
-			==, 0);
+	g_assert_cmpint(
+		wakelocks_unlock(pw->wakelocks, name, strlen(name), NULL), ==,
+		0);
 }
 
 static void test_initially_empty(void)
@@ -183,10 +185,10 @@ static void test_abort_text_is_cut(void)
 	g_assert_cmpint(enter(pw, &done), ==, -EBUSY);
 	reason = resume_reason(pw);
 	g_assert_cmpuint(strlen(reason), ==, strlen("Abort: ") + 255);
-	g_assert_true(g_str_has_prefix(
-		reason, "Abort: Pending Wakeup Sources: "
-			"9-a-rather-long-wake-lock-name "
-			"8-a-rather-long-wake-lock-name "));
+	g_assert_true(g_str_has_prefix(reason,
+				       "Abort: Pending Wakeup Sources: "
+				       "9-a-rather-long-wake-lock-name "
+				       "8-a-rather-long-wake-lock-name "));
 	power_free(pw);
 }
 
@@ -198,7 +200,7 @@ static void test_irqs(void)
 	struct wakeup_reason *wr = wakeup_reason_new(clock);
 	g_autoptr(GString) out = g_string_new(NULL);
 
-	wakeup_reason_log_irq(wr, 3, "outside");	/* no attempt yet */
+	wakeup_reason_log_irq(wr, 3, "outside"); /* no attempt yet */
 	wakeup_reason_begin(wr);
 	pf_clock_fake_advance(clock, MS(120));
 	pf_clock_fake_host_sleep(clock, MS(5000));
@@ -239,9 +241,9 @@ static void test_container_sleep_spans_a_host_sleep(void)
 
 	wakeup_reason_begin(wr);
 	pf_clock_fake_advance(clock, MS(100));	/* freezing */
-	pf_clock_fake_advance(clock, MS(2000));	/* frozen */
+	pf_clock_fake_advance(clock, MS(2000)); /* frozen */
 	pf_clock_fake_host_sleep(clock, MS(5000));
-	pf_clock_fake_advance(clock, MS(50));	/* frozen, then the thaw */
+	pf_clock_fake_advance(clock, MS(50)); /* frozen, then the thaw */
 	wakeup_reason_end(wr, MS(7050) * 1000);
 	wakeup_reason_show_times(wr, out);
 	g_assert_cmpstr(out->str, ==, "0.100000000 7.050000000\n");

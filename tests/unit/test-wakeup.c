@@ -1,19 +1,19 @@
-/* test-wakeup.c - unit tests of the wakeup engine (src/wakeup.c) against a
+/* test-wakeup.c - unit tests of the wakeup engine (src/engine/wakeup.c) against a
  * fake clock: sources and counters, timeouts, the wakeup_count handshake,
  * waiting for idle, the event hook and the statistics.
  */
 #include <string.h>
 #include <glib.h>
 
-#include "powerfs/clock.h"
-#include "powerfs/wakeup.h"
+#include "powerfs/engine/clock.h"
+#include "powerfs/engine/wakeup.h"
 
 /* 1000 s: a start time far from 0 so that last_change values mean something. */
 #define T0 G_GINT64_CONSTANT(1000000000)
 #define T0_MS (T0 / 1000)
-#define MS(x) ((gint64)(x) * 1000)
+#define MS(x) ((gint64)(x)*1000)
 
-#define HEADER \
+#define HEADER                                                            \
 	"name\t\tactive_count\tevent_count\twakeup_count\texpire_count\t" \
 	"active_since\ttotal_time\tmax_time\tlast_change\tprevent_suspend_time\n"
 
@@ -95,12 +95,12 @@ static char *row(const char *name, gulong active_count, gulong event_count,
 		 gulong wakeup_count, gulong expire_count, gint64 active_since,
 		 gint64 total, gint64 max, gint64 last_change, gint64 prevent)
 {
-	return g_strdup_printf("%-12s\t%lu\t\t%lu\t\t%lu\t\t%lu\t\t%" G_GINT64_FORMAT
-			       "\t\t%" G_GINT64_FORMAT "\t\t%" G_GINT64_FORMAT
-			       "\t\t%" G_GINT64_FORMAT "\t\t%" G_GINT64_FORMAT "\n",
-			       name, active_count, event_count, wakeup_count,
-			       expire_count, active_since, total, max,
-			       last_change, prevent);
+	return g_strdup_printf(
+		"%-12s\t%lu\t\t%lu\t\t%lu\t\t%lu\t\t%" G_GINT64_FORMAT
+		"\t\t%" G_GINT64_FORMAT "\t\t%" G_GINT64_FORMAT
+		"\t\t%" G_GINT64_FORMAT "\t\t%" G_GINT64_FORMAT "\n",
+		name, active_count, event_count, wakeup_count, expire_count,
+		active_since, total, max, last_change, prevent);
 }
 
 /* The stats table split into lines, each with its "\n". */
@@ -354,7 +354,7 @@ static void test_timeout_shorter_keeps_longer(void)
 
 	wakeup_source_event(ws, 200);
 	advance(&f, MS(50));
-	wakeup_source_event(ws, 100);	/* would end at +150 */
+	wakeup_source_event(ws, 100); /* would end at +150 */
 	advance_to(&f, T0 + MS(150));
 	g_assert_true(wakeup_source_active(ws));
 	advance_to(&f, T0 + MS(200) - 1);
@@ -394,7 +394,7 @@ static void test_timeout_longer_extends(void)
 
 	wakeup_source_event(ws, 100);
 	advance(&f, MS(50));
-	wakeup_source_event(ws, 200);	/* now ends at +250 */
+	wakeup_source_event(ws, 200); /* now ends at +250 */
 	advance_to(&f, T0 + MS(100));
 	g_assert_true(wakeup_source_active(ws));
 	g_assert_cmpuint(count_of(&f), ==, c0);
@@ -529,7 +529,7 @@ static void test_handshake_save(void)
 	g_assert_true(wakeup_save_count(f.engine, c));
 	wakeup_source_event(a, 0);
 	wakeup_source_stay_awake(b);
-	wakeup_source_stay_awake(b);	/* already active: still an event */
+	wakeup_source_stay_awake(b); /* already active: still an event */
 	g_assert_cmpuint(stats_of(a).wakeup_count, ==, 1);
 	g_assert_cmpuint(stats_of(b).wakeup_count, ==, 2);
 	g_assert_cmpuint(stats_of(b).event_count, ==, 2);
@@ -639,7 +639,7 @@ static void test_handshake_pending(void)
 struct calls {
 	int n;
 	gpointer last_data;
-	struct wakeup_source *last_source;	/* of an event hook's call */
+	struct wakeup_source *last_source; /* of an event hook's call */
 };
 
 static void count_call(gpointer data)
@@ -757,15 +757,16 @@ static void test_wait_idle_cancel(void)
 	fixture_fini(&f);
 }
 
-static void count_event(struct wakeup_source *ws, gpointer data)
+static void count_event(struct pf_event *ev, gpointer data)
 {
 	struct calls *calls = data;
 
-	calls->last_source = ws;
+	calls->last_source = ev->source;
 	count_call(data);
 }
 
-static void test_event_hook(void)
+/* PF_EVENT_WAKEUP: every event reported on a source, and only those. */
+static void test_wakeup_event(void)
 {
 	struct fixture f;
 	struct wakeup_source *a, *b;
@@ -775,12 +776,13 @@ static void test_event_hook(void)
 	a = reg(&f, "a");
 	b = reg(&f, "b");
 
-	wakeup_set_event_hook(f.engine, count_event, &calls);
+	pf_events_subscribe(wakeup_events(f.engine),
+			    PF_EVENT_BIT(PF_EVENT_WAKEUP), count_event, &calls);
 	wakeup_source_stay_awake(a);
 	g_assert_cmpint(calls.n, ==, 1);
 	g_assert_true(calls.last_data == &calls);
 	g_assert_true(calls.last_source == a);
-	wakeup_source_stay_awake(a);	/* already active: still an event */
+	wakeup_source_stay_awake(a); /* already active: still an event */
 	g_assert_cmpint(calls.n, ==, 2);
 	wakeup_source_event(b, 100);
 	g_assert_cmpint(calls.n, ==, 3);
@@ -798,8 +800,8 @@ static void test_event_hook(void)
 	g_assert_false(wakeup_source_active(b));
 	g_assert_cmpint(calls.n, ==, 6);
 
-	/* NULL removes the hook. */
-	wakeup_set_event_hook(f.engine, NULL, NULL);
+	/* Unsubscribed, it hears nothing more. */
+	pf_events_unsubscribe(wakeup_events(f.engine), count_event, &calls);
 	wakeup_source_event(a, 0);
 	wakeup_source_stay_awake(b);
 	wakeup_source_relax(b);
@@ -810,8 +812,9 @@ static void test_event_hook(void)
 	fixture_fini(&f);
 }
 
-/* Every listener hears every change, in the order added; a removed one
- * hears nothing more. */
+/* Every subscriber of PF_EVENT_CHANGED hears every change, in the order
+ * subscribed; one unsubscribed hears nothing more, and one that asked for
+ * other kinds hears none of these. */
 struct heard {
 	guint n;
 	struct wakeup_source *last;
@@ -819,25 +822,29 @@ struct heard {
 	char tag;
 };
 
-static void hear(struct wakeup_source *ws, gpointer data)
+static void hear(struct pf_event *ev, gpointer data)
 {
 	struct heard *h = data;
 
 	h->n++;
-	h->last = ws;
+	h->last = ev->source;
 	g_string_append_c(h->order, h->tag);
 }
 
-static void test_change_hooks(void)
+static void test_changed_event(void)
 {
 	struct fixture f;
 	struct wakeup_source *a;
+	struct pf_events *events;
 	g_autoptr(GString) order = g_string_new(NULL);
 	struct heard x = { 0, NULL, order, 'x' }, y = { 0, NULL, order, 'y' };
+	struct heard z = { 0, NULL, order, 'z' };
 
 	fixture_init(&f);
-	wakeup_add_change_hook(f.engine, hear, &x);
-	wakeup_add_change_hook(f.engine, hear, &y);
+	events = wakeup_events(f.engine);
+	pf_events_subscribe(events, PF_EVENT_BIT(PF_EVENT_CHANGED), hear, &x);
+	pf_events_subscribe(events, PF_EVENT_BIT(PF_EVENT_EXPIRE), hear, &z);
+	pf_events_subscribe(events, PF_EVENT_BIT(PF_EVENT_CHANGED), hear, &y);
 	a = reg(&f, "a");
 	g_assert_cmpuint(x.n, ==, 1);
 	g_assert_cmpuint(y.n, ==, 1);
@@ -848,16 +855,54 @@ static void test_change_hooks(void)
 	g_assert_cmpuint(x.n, ==, 2);
 	g_assert_null(y.last);
 
-	wakeup_remove_change_hook(f.engine, hear, &x);
+	pf_events_unsubscribe(events, hear, &x);
 	wakeup_source_stay_awake(a);
 	g_assert_cmpuint(x.n, ==, 2);
 	g_assert_cmpuint(y.n, ==, 3);
 	g_assert_true(y.last == a);
 
-	wakeup_remove_change_hook(f.engine, hear, &y);
+	pf_events_unsubscribe(events, hear, &y);
 	wakeup_source_relax(a);
 	g_assert_cmpuint(y.n, ==, 3);
+	g_assert_cmpuint(z.n, ==, 0);
+	pf_events_unsubscribe(events, hear, &z);
 	wakeup_source_unregister(a);
+	fixture_fini(&f);
+}
+
+/* PF_EVENT_ACTIVITY: when the number of active sources leaves 0 and comes
+ * back to it, not at every change between. */
+static void count_activity(struct pf_event *ev, gpointer data)
+{
+	GString *said = data;
+
+	g_string_append_c(said, ev->active ? '1' : '0');
+}
+
+static void test_activity_event(void)
+{
+	struct fixture f;
+	struct wakeup_source *a, *b;
+	g_autoptr(GString) said = g_string_new(NULL);
+
+	fixture_init(&f);
+	a = reg(&f, "a");
+	b = reg(&f, "b");
+	pf_events_subscribe(wakeup_events(f.engine),
+			    PF_EVENT_BIT(PF_EVENT_ACTIVITY), count_activity,
+			    said);
+	wakeup_source_stay_awake(a);
+	wakeup_source_stay_awake(b);
+	wakeup_source_relax(a);
+	g_assert_cmpstr(said->str, ==, "1");
+	wakeup_source_relax(b);
+	g_assert_cmpstr(said->str, ==, "10");
+	wakeup_source_event(a, 100);
+	advance(&f, MS(200));
+	g_assert_cmpstr(said->str, ==, "1010");
+	pf_events_unsubscribe(wakeup_events(f.engine), count_activity, said);
+	wakeup_source_unregister(a);
+	wakeup_source_unregister(b);
 	fixture_fini(&f);
 }
 
@@ -878,31 +923,36 @@ static void test_print_stats_format(void)
 	advance(&f, MS(10));
 	b = reg(&f, "b");
 
-	wakeup_source_stay_awake(alpha);	/* at T0 + 20 ms */
+	wakeup_source_stay_awake(alpha); /* at T0 + 20 ms */
 	wakeup_source_event(lng, 0);
-	advance(&f, MS(30));			/* T0 + 50 ms */
+	advance(&f, MS(30)); /* T0 + 50 ms */
 
 	lines = stats_lines(&f, &n);
 	g_assert_cmpuint(n, ==, 1 + 3 + n0 + 1);
 	g_assert_cmpstr(lines[0], ==, HEADER);
 	/* Newest first; padded to 12 columns; longer names not cut. */
-	g_assert_cmpstr(lines[1], ==,
-			"b           \t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t1000020\t\t0\n");
-	g_assert_cmpstr(lines[2], ==,
-			"a-name-longer-than-12\t1\t\t1\t\t0\t\t0\t\t0\t\t0\t\t0\t\t1000020\t\t0\n");
-	g_assert_cmpstr(lines[3], ==,
-			"alpha       \t1\t\t1\t\t0\t\t0\t\t30\t\t30\t\t30\t\t1000020\t\t0\n");
+	g_assert_cmpstr(
+		lines[1], ==,
+		"b           \t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t1000020\t\t0\n");
+	g_assert_cmpstr(
+		lines[2], ==,
+		"a-name-longer-than-12\t1\t\t1\t\t0\t\t0\t\t0\t\t0\t\t0\t\t1000020\t\t0\n");
+	g_assert_cmpstr(
+		lines[3], ==,
+		"alpha       \t1\t\t1\t\t0\t\t0\t\t30\t\t30\t\t30\t\t1000020\t\t0\n");
 	/* "deleted" last, all zero (its last_change is never set). */
-	g_assert_cmpstr(lines[n - 1], ==,
-			"deleted     \t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t0\n");
+	g_assert_cmpstr(
+		lines[n - 1], ==,
+		"deleted     \t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t0\t\t0\n");
 	for (i = 4; i < n - 1; i++)
 		g_assert_false(g_str_has_prefix(lines[i], "deleted "));
 	g_strfreev(lines);
 
 	/* The same through the helper that mirrors the kernel's printf. */
 	exp = row("alpha", 1, 1, 0, 0, 30, 30, 30, T0_MS + 20, 0);
-	g_assert_cmpstr(exp, ==,
-			"alpha       \t1\t\t1\t\t0\t\t0\t\t30\t\t30\t\t30\t\t1000020\t\t0\n");
+	g_assert_cmpstr(
+		exp, ==,
+		"alpha       \t1\t\t1\t\t0\t\t0\t\t30\t\t30\t\t30\t\t1000020\t\t0\n");
 	g_free(exp);
 
 	/* Relaxed at T0 + 50 ms. */
@@ -991,7 +1041,7 @@ static void test_stats_times(void)
 	ws = reg(&f, "ws");
 
 	advance(&f, MS(1000));
-	wakeup_source_stay_awake(ws);			/* T0 + 1000 */
+	wakeup_source_stay_awake(ws); /* T0 + 1000 */
 	advance(&f, MS(250));
 	st = stats_of(ws);
 	g_assert_cmpint(st.active_time_ms, ==, 250);
@@ -1004,7 +1054,7 @@ static void test_stats_times(void)
 	g_free(exp);
 	g_strfreev(lines);
 
-	wakeup_source_relax(ws);			/* T0 + 1250 */
+	wakeup_source_relax(ws); /* T0 + 1250 */
 	st = stats_of(ws);
 	g_assert_cmpint(st.active_time_ms, ==, 0);
 	g_assert_cmpint(st.total_time_ms, ==, 250);
@@ -1017,26 +1067,26 @@ static void test_stats_times(void)
 	g_assert_cmpint(st.total_time_ms, ==, 250);
 	g_assert_cmpint(st.last_change_ms, ==, T0_MS + 1250);
 
-	wakeup_source_stay_awake(ws);			/* T0 + 2250 */
+	wakeup_source_stay_awake(ws); /* T0 + 2250 */
 	advance(&f, MS(100));
 	st = stats_of(ws);
 	g_assert_cmpint(st.active_time_ms, ==, 100);
 	g_assert_cmpint(st.total_time_ms, ==, 350);
-	g_assert_cmpint(st.max_time_ms, ==, 250);	/* 100 < 250 */
+	g_assert_cmpint(st.max_time_ms, ==, 250); /* 100 < 250 */
 	g_assert_cmpint(st.last_change_ms, ==, T0_MS + 2250);
 
 	advance(&f, MS(200));
 	st = stats_of(ws);
 	g_assert_cmpint(st.active_time_ms, ==, 300);
 	g_assert_cmpint(st.total_time_ms, ==, 550);
-	g_assert_cmpint(st.max_time_ms, ==, 300);	/* current one */
+	g_assert_cmpint(st.max_time_ms, ==, 300); /* current one */
 	lines = stats_lines(&f, &n);
 	exp = row("ws", 2, 2, 0, 0, 300, 550, 300, T0_MS + 2250, 0);
 	g_assert_cmpstr(lines[1], ==, exp);
 	g_free(exp);
 	g_strfreev(lines);
 
-	wakeup_source_relax(ws);			/* T0 + 2550 */
+	wakeup_source_relax(ws); /* T0 + 2550 */
 	st = stats_of(ws);
 	g_assert_cmpuint(st.active_count, ==, 2);
 	g_assert_cmpuint(st.event_count, ==, 2);
@@ -1069,25 +1119,25 @@ static void test_stats_sub_ms(void)
 	advance(&f, 600);
 	st = stats_of(ws);
 	g_assert_cmpint(st.active_time_ms, ==, 0);
-	g_assert_cmpint(st.total_time_ms, ==, 1);	/* 1.2 ms */
-	g_assert_cmpint(st.max_time_ms, ==, 0);		/* 0.6 ms */
-	g_assert_cmpint(st.last_change_ms, ==, T0_MS + 1);	/* 1.6 ms */
+	g_assert_cmpint(st.total_time_ms, ==, 1);	   /* 1.2 ms */
+	g_assert_cmpint(st.max_time_ms, ==, 0);		   /* 0.6 ms */
+	g_assert_cmpint(st.last_change_ms, ==, T0_MS + 1); /* 1.6 ms */
 	advance(&f, 500);
 	st = stats_of(ws);
-	g_assert_cmpint(st.active_time_ms, ==, 1);	/* 1.1 ms */
-	g_assert_cmpint(st.total_time_ms, ==, 1);	/* 1.7 ms */
+	g_assert_cmpint(st.active_time_ms, ==, 1); /* 1.1 ms */
+	g_assert_cmpint(st.total_time_ms, ==, 1);  /* 1.7 ms */
 	g_assert_cmpint(st.max_time_ms, ==, 1);
 	wakeup_source_relax(ws);
 	st = stats_of(ws);
 	g_assert_cmpint(st.total_time_ms, ==, 1);
-	g_assert_cmpint(st.last_change_ms, ==, T0_MS + 2);	/* 2.7 ms */
+	g_assert_cmpint(st.last_change_ms, ==, T0_MS + 2); /* 2.7 ms */
 	advance(&f, 400);
 	wakeup_source_event(ws, 0);
 	wakeup_source_stay_awake(ws);
 	advance(&f, 300);
 	wakeup_source_relax(ws);
 	st = stats_of(ws);
-	g_assert_cmpint(st.total_time_ms, ==, 2);	/* 2.0 ms */
+	g_assert_cmpint(st.total_time_ms, ==, 2); /* 2.0 ms */
 
 	wakeup_source_unregister(ws);
 	fixture_fini(&f);
@@ -1135,7 +1185,7 @@ static void test_prevent_suspend_time(void)
 	advance(&f, MS(30));
 	g_assert_cmpint(stats_of(b).prevent_suspend_time_ms, ==, 30);
 	g_assert_cmpint(stats_of(a).prevent_suspend_time_ms, ==, 280);
-	advance(&f, MS(40));	/* b expires at +70 */
+	advance(&f, MS(40)); /* b expires at +70 */
 	g_assert_false(wakeup_source_active(b));
 	g_assert_cmpint(stats_of(b).prevent_suspend_time_ms, ==, 70);
 	g_assert_cmpint(stats_of(a).prevent_suspend_time_ms, ==, 320);
@@ -1224,13 +1274,13 @@ static void test_get_stats(void)
 
 	g_assert_true(wakeup_get_count(f.engine, &c));
 	g_assert_true(wakeup_save_count(f.engine, c));
-	wakeup_source_event(ws, 20);			/* T0, wakeup 1 */
-	advance(&f, MS(20));				/* expires */
+	wakeup_source_event(ws, 20); /* T0, wakeup 1 */
+	advance(&f, MS(20));	     /* expires */
 	wakeup_end_handshake(f.engine);
-	wakeup_source_stay_awake(ws);			/* T0 + 20 */
+	wakeup_source_stay_awake(ws); /* T0 + 20 */
 	advance(&f, MS(5));
 	wakeup_source_stay_awake(ws);
-	advance(&f, MS(5));				/* T0 + 30 */
+	advance(&f, MS(5)); /* T0 + 30 */
 
 	st = stats_of(ws);
 	g_assert_cmpuint(st.active_count, ==, 2);
@@ -1319,9 +1369,8 @@ static void test_ids_reuse_many(void)
 		g_assert_cmpuint(wakeup_source_id(ws[i]), ==, i);
 		g_assert_true(wakeup_source_by_id(f.engine, i) == ws[i]);
 	}
-	g_assert_cmpuint(wakeup_source_id(reg(&f, "z")), ==,
-			 G_N_ELEMENTS(ws));
-	fixture_fini(&f);	/* unregisters the rest */
+	g_assert_cmpuint(wakeup_source_id(reg(&f, "z")), ==, G_N_ELEMENTS(ws));
+	fixture_fini(&f); /* unregisters the rest */
 }
 
 int main(int argc, char **argv)
@@ -1342,8 +1391,9 @@ int main(int argc, char **argv)
 	g_test_add_func("/wakeup/handshake/pending", test_handshake_pending);
 	g_test_add_func("/wakeup/wait-idle/fires", test_wait_idle);
 	g_test_add_func("/wakeup/wait-idle/cancel", test_wait_idle_cancel);
-	g_test_add_func("/wakeup/event-hook", test_event_hook);
-	g_test_add_func("/wakeup/change-hooks", test_change_hooks);
+	g_test_add_func("/wakeup/wakeup-event", test_wakeup_event);
+	g_test_add_func("/wakeup/changed-event", test_changed_event);
+	g_test_add_func("/wakeup/activity-event", test_activity_event);
 	g_test_add_func("/wakeup/stats/print-format", test_print_stats_format);
 	g_test_add_func("/wakeup/stats/deleted", test_print_stats_deleted);
 	g_test_add_func("/wakeup/stats/times", test_stats_times);

@@ -129,7 +129,7 @@ def read_file(path):
     try:
         with open(path, errors="replace") as f:
             return f.read()
-    except OSError as e:
+    except OSError:
         return None
 
 
