@@ -22,6 +22,7 @@ too (run_in_child), and Reader, a child process blocked in read(2).
 import contextlib
 import ctypes
 import errno
+import fcntl
 import json
 import os
 import pickle
@@ -454,6 +455,45 @@ class ExtraMounts(Powerfs):
         super().stop()
         if problem:
             pytest.fail(problem, pytrace=False)
+
+
+def powerfs_pids(mnt):
+    """Pids of the powerfs processes whose command line names mnt."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if os.path.basename(argv[0]).startswith(b"powerfs") and \
+                mnt.encode() in argv:
+            pids.append(int(d))
+    return pids
+
+
+@contextlib.contextmanager
+def exclusive(path, wait, interval=0.2):
+    """Hold an flock on path (made if missing) for the block, so that runs
+    sharing a fixed resource (/run/power, /tmp/p) take turns; skip the
+    test if another run holds it for longer than wait seconds."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.skip(f"{path} held by another test run for "
+                                f"{wait:.0f} s")
+                time.sleep(interval)
+        yield
+    finally:
+        os.close(fd)
 
 
 def children(pid):

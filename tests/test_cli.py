@@ -35,7 +35,7 @@ def tmpdir_():
     mnt = os.path.join(d, "mnt")
     subprocess.run([FUSERMOUNT, "-uz", mnt], stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
-    for pid in find_daemon(mnt):
+    for pid in conftest.powerfs_pids(mnt):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -115,23 +115,6 @@ def test_unusable_mount_point(tmpdir_, case):
     assert not os.path.ismount(mnt)
 
 
-def find_daemon(mnt):
-    """Pids of powerfs processes serving mnt (only ones this test started)."""
-    pids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if argv and os.path.basename(argv[0]).startswith(b"powerfs") \
-                and mnt.encode() in argv:
-            pids.append(int(d))
-    return pids
-
-
 def parent_pid(pid):
     with open(f"/proc/{pid}/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[1])
@@ -150,7 +133,7 @@ def test_background_mode(tmpdir_):
     with open(os.path.join(mnt, "state"), "rb") as f:
         assert f.read() == b"freeze mem disk\n"
     # Two processes: the keeper holding the mount, its child serving it.
-    pids = find_daemon(mnt)
+    pids = conftest.powerfs_pids(mnt)
     assert len(pids) == 2, pids
     parents = {pid: parent_pid(pid) for pid in pids}
     keeper = [pid for pid in pids if parents[pid] not in pids]

@@ -18,7 +18,6 @@ Runs in several worktrees take turns through a lock file.
 """
 
 import contextlib
-import fcntl
 import os
 import platform
 import re
@@ -104,24 +103,9 @@ class HostPowerfs(ClassWakeup):
                          f"--wakeup-reasons={REASONS}", "-d"]
 
 
-@contextlib.contextmanager
 def run_power_lock():
     """Only one test run at a time may own /run/power."""
-    fd = os.open(RUN_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        deadline = time.monotonic() + RUN_LOCK_WAIT
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    pytest.skip(f"{RUN_LOCK} held by another test run for "
-                                f"{RUN_LOCK_WAIT:.0f} s")
-                time.sleep(0.5)
-        yield
-    finally:
-        os.close(fd)
+    return conftest.exclusive(RUN_LOCK, RUN_LOCK_WAIT, interval=0.5)
 
 
 @contextlib.contextmanager

@@ -22,7 +22,6 @@ skip if someone else's mount is there.
 """
 
 import contextlib
-import fcntl
 import os
 import re
 import shlex
@@ -30,7 +29,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 
 import pytest
 
@@ -116,24 +114,6 @@ def workspace():
         shutil.rmtree(d, ignore_errors=True)
 
 
-@contextlib.contextmanager
-def lock_file(path):
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        deadline = time.monotonic() + LOCK_WAIT
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    pytest.skip(f"{path} held by another run")
-                time.sleep(0.2)
-        yield
-    finally:
-        os.close(fd)
-
-
 def commands(text, prompts=("$ ", "# ")):
     """[(command, [expected output lines])] of a console block: a command
     starts at a prompt and goes on while its quotes are open or its line
@@ -213,23 +193,6 @@ def check_output(cmd, want, got):
         "\n... but it printed:\n" + "\n".join(got)
 
 
-def daemons(mnt):
-    """powerfs processes whose command line names mnt."""
-    pids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if os.path.basename(argv[0]).startswith(b"powerfs") and \
-                mnt.encode() in argv:
-            pids.append(int(d))
-    return pids
-
-
 def end_daemons(mnt, pids):
     """Unmount mnt if a failed test left it, and end the powerfs this
     test started there."""
@@ -273,7 +236,7 @@ def test_make_run():
                 lambda: os.path.ismount("/run/power") or
                 proc.poll() is not None, timeout=600), "make run: no mount"
             assert proc.poll() is None, proc.stdout.read().decode()
-            pids = daemons("/run/power")
+            pids = conftest.powerfs_pids("/run/power")
             with open("/run/power/state", "rb") as f:
                 assert f.read() == b"freeze mem disk\n"
             os.killpg(proc.pid, signal.SIGINT)      # Ctrl-C
@@ -306,14 +269,14 @@ def test_short_session():
     assert cmds[0][0].startswith(f"mkdir -p {SESSION_MNT} && ./powerfs "
                                  f"{SESSION_MNT}")
     assert cmds[-1][0] == f"cd / && fusermount3 -u {SESSION_MNT}"
-    with lock_file(SESSION_LOCK), workspace() as ws:
+    with conftest.exclusive(SESSION_LOCK, LOCK_WAIT), workspace() as ws:
         if os.path.ismount(SESSION_MNT):
             pytest.skip(f"{SESSION_MNT} is someone's mount point")
         pids = []
         try:
             first = run_script([cmds[0][0]], ws)
             check_output(cmds[0][0], cmds[0][1], first[0])
-            pids = daemons(SESSION_MNT)
+            pids = conftest.powerfs_pids(SESSION_MNT)
             assert len(pids) == 2, pids     # the keeper and its server
             outs = run_script([c for c, _ in cmds[1:]], ws)
             for (cmd, want), got in zip(cmds[1:], outs):
@@ -348,7 +311,7 @@ def host_powerfs():
                                env=user_env())
             assert r.returncode == 0, r.stdout + r.stderr
             assert os.path.ismount("/run/power")
-            pids = daemons("/run/power")
+            pids = conftest.powerfs_pids("/run/power")
             yield
         finally:
             end_daemons("/run/power", pids)
