@@ -319,16 +319,7 @@ class Powerfs:
             os.close(fd)
 
     def read_all(self, name):
-        fd = os.open(self.path(name), os.O_RDONLY)
-        try:
-            chunks = []
-            while True:
-                c = os.read(fd, 65536)
-                if not c:
-                    return b"".join(chunks)
-                chunks.append(c)
-        finally:
-            os.close(fd)
+        return read_to_eof(self.path(name))
 
     def write(self, name, data, flags=os.O_WRONLY):
         """One open and one write(2); returns write's result or raises."""
@@ -455,6 +446,20 @@ class ExtraMounts(Powerfs):
         super().stop()
         if problem:
             pytest.fail(problem, pytrace=False)
+
+
+def read_to_eof(path):
+    """One open, then read(2) until end of file: the reference reader."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while True:
+            c = os.read(fd, 65536)
+            if not c:
+                return b"".join(chunks)
+            chunks.append(c)
+    finally:
+        os.close(fd)
 
 
 def powerfs_pids(mnt):
@@ -1294,13 +1299,13 @@ def pfs(shared_mount, request):
         pytest.fail(f"test left files open: {leaked}", pytrace=False)
 
 
-@pytest.fixture
-def mount():
-    """Factory for per-test mounts: mount("--wakelock-limit=3", ...)."""
+def mounts_of(cls):
+    """A fixture's body: a factory of started cls instances (Powerfs or a
+    subclass), each stopped and checked at the end of the test."""
     insts = []
 
     def factory(*args):
-        inst = Powerfs(*args).start()
+        inst = cls(*args).start()
         insts.append(inst)
         return inst
     yield factory
@@ -1314,6 +1319,12 @@ def mount():
             failures.append(str(e))
     if failures:
         pytest.fail("\n".join(failures), pytrace=False)
+
+
+@pytest.fixture
+def mount():
+    """Factory for per-test mounts: mount("--wakelock-limit=3", ...)."""
+    yield from mounts_of(Powerfs)
 
 
 @pytest.fixture(autouse=True)

@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from conftest import (FUSERMOUNT, POWERFS, ExtraMounts,
-                      kill_children, open_read_close, raises_errno,
-                      run_in_child, wait_until)
+from conftest import (FUSERMOUNT, POWERFS, ExtraMounts, mounts_of,
+                      open_read_close, raises_errno, run_in_child,
+                      wait_until)
 
 FILES = ("name", "active_count", "event_count", "wakeup_count",
          "expire_count", "active_time_ms", "total_time_ms", "max_time_ms",
@@ -65,22 +65,7 @@ class ClassWakeup(ExtraMounts):
 def cwfs():
     """Factory: cwfs("--wakelock-gc-seconds=0", ...) starts a server with
     both mounts; all are stopped (and checked) at the end of the test."""
-    insts = []
-
-    def factory(*args):
-        inst = ClassWakeup(*args).start()
-        insts.append(inst)
-        return inst
-    yield factory
-    kill_children()
-    failures = []
-    for inst in insts:
-        try:
-            inst.stop()
-        except pytest.fail.Exception as e:
-            failures.append(str(e))
-    if failures:
-        pytest.fail("\n".join(failures), pytrace=False)
+    yield from mounts_of(ClassWakeup)
 
 
 def test_autosleep_source_at_start(cwfs):

@@ -25,7 +25,7 @@ import pytest
 
 import conftest
 from conftest import (PYTHON, ROOT_ENTRIES, STATS_FILES, LogMark,
-                      check_cat_path, raises_errno, wait_until)
+                      check_cat_path, raises_errno, read_to_eof, wait_until)
 
 SHARED_ARGS = ("--simulate-sleep-ms=100", "-d")
 
@@ -46,19 +46,6 @@ def write_in_other(path, data):
     """One write(2) without O_TRUNC, by another process."""
     other(PYTHON, "-c", "import os, sys; fd = os.open(sys.argv[1], "
           "os.O_WRONLY); os.write(fd, sys.argv[2].encode())", path, data)
-
-
-def read2(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        out = b""
-        while True:
-            c = os.read(fd, 1 << 16)
-            if not c:
-                return out
-            out += c
-    finally:
-        os.close(fd)
 
 
 def fields(st):
@@ -100,7 +87,7 @@ def test_a_writers_fd_keeps_its_path_through_writes(pfs):
         for i in range(20):
             os.write(fd, b"fdlink-%d" % i)
             write_in_other(pfs.path("wake_unlock"), "fdlink-%d" % i)
-            read2(wl)
+            read_to_eof(wl)
             assert os.readlink(f"/proc/self/fd/{fd}") == wl
     finally:
         os.close(fd)
@@ -122,7 +109,7 @@ def test_fstat_is_stat_whatever_others_did(pfs, name):
             other("sh", "-c", f"echo fstat-y > {path}")
             assert fields(os.fstat(fd)) == fields(os.stat(path))
             write_in_other(pfs.path("wake_unlock"), "fstat-y")
-        read2(path)
+        read_to_eof(path)
         assert fields(os.fstat(fd)) == fields(os.stat(path))
     finally:
         os.close(fd)
@@ -295,8 +282,8 @@ def test_reads_and_writes_leave_times_alone(mount):
         p.unlock("times-w")
     for name in ("wakeup_sources", "state", "suspend_stats/success"):
         t = Times(p.path(name))
-        read2(p.path(name))
-        read2(p.path(name))
+        read_to_eof(p.path(name))
+        read_to_eof(p.path(name))
         assert t.moved() == set(), name
 
 
@@ -409,8 +396,8 @@ def test_busybox_cat_is_exact_while_another_fd_is_open(pfs, name):
                 pfs.unlock(lock)
             if still and step == "locked":
                 continue
-            assert other(BUSYBOX, "cat", path) == read2(path), step
-            assert other(BUSYBOX, "cat", path) == read2(path), step
+            assert other(BUSYBOX, "cat", path) == read_to_eof(path), step
+            assert other(BUSYBOX, "cat", path) == read_to_eof(path), step
     finally:
         os.close(held)
         if lock.encode() in pfs.active():
@@ -572,7 +559,7 @@ def test_concurrent_opens_cost_one_lookup(mount):
     before = len(p.log())
 
     def reported():
-        read2(p.path("state"))
+        read_to_eof(p.path("state"))
         return request_counts(p.log()).get("open", 0) >= 300
     assert wait_until(reported, timeout=10, interval=0.2), p.log()[before:]
     counts = request_counts(p.log())
@@ -651,7 +638,7 @@ def test_an_upgrade_from_a_server_that_cloned_inodes(tmp_path, monkeypatch):
         server = p.server_pid()
         os.kill(p.proc.pid, signal.SIGHUP)
         assert wait_until(lambda: gone(server), timeout=10)
-        assert read2(p.path("state")) == b"freeze mem disk\n"
+        assert read_to_eof(p.path("state")) == b"freeze mem disk\n"
         assert "taking the connection over" in p.log()
         # The fd on an inode of the old server's.
         assert os.write(old, b"upgrade-1") == 9

@@ -28,7 +28,7 @@ import time
 import pytest
 
 from conftest import (LogMark, Reader, check_cat_path, freezer_root,
-                      raises_errno, timed, waits_in, wait_until)
+                      raises_errno, read_to_eof, timed, waits_in, wait_until)
 
 BUSYBOX = shutil.which("busybox")
 
@@ -44,20 +44,6 @@ def call(fn, *args):
         return fn(*args), 0
     except OSError as e:
         return None, e.errno
-
-
-def read2(path):
-    """The reference: one open, read(2) until EOF."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        out = b""
-        while True:
-            c = os.read(fd, 1 << 16)
-            if not c:
-                return out
-            out += c
-    finally:
-        os.close(fd)
 
 
 def sendfile_all(path, offset=None, to_file=False):
@@ -154,7 +140,7 @@ def test_every_reader_gets_the_bytes_of_read(busy, name, how):
     still = name in ("wakeup_count", "wakeup_sources")
     if still:
         busy.unlock(b"a-rather-long-lock-name")
-    want = read2(busy.path(name))
+    want = read_to_eof(busy.path(name))
     mark = LogMark(busy)
     got, err = call(READERS[how], busy.path(name))
     if how != "readv" and mark.page_cache(name):
@@ -179,8 +165,8 @@ def test_wakeup_sources_cannot_be_spliced(busy, how):
     if mark.page_cache("wakeup_sources"):
         assert (got, err) == (None, errno.EINVAL)
     else:
-        assert (got, err) == (read2(busy.path("wakeup_sources")), 0)
-    want = read2(busy.path("wakeup_sources"))
+        assert (got, err) == (read_to_eof(busy.path("wakeup_sources")), 0)
+    want = read_to_eof(busy.path("wakeup_sources"))
     assert readv_small(busy.path("wakeup_sources")) == want
     busy.lock(b"a-rather-long-lock-name")
 
@@ -194,7 +180,7 @@ def test_busybox_cat_gets_the_bytes_of_read(busy, name):
     still = name in ("wakeup_count", "wakeup_sources")
     if still:
         busy.unlock(b"a-rather-long-lock-name")
-    assert busybox_cat(busy.path(name)) == read2(busy.path(name))
+    assert busybox_cat(busy.path(name)) == read_to_eof(busy.path(name))
     if still:
         busy.lock(b"a-rather-long-lock-name")
 
@@ -223,7 +209,7 @@ def test_no_stale_content_between_page_cache_readers(pfs):
         for n in pfs.active():
             pfs.unlock(n)
         pfs.lock(*names)
-        want = read2(pfs.path("wake_lock"))
+        want = read_to_eof(pfs.path("wake_lock"))
         assert want == b" ".join(sorted(names)) + b"\n"
         for how in (sendfile_all, splice_all):
             mark = LogMark(pfs)
@@ -294,7 +280,7 @@ def test_concurrent_writers_and_stats_never_corrupt_a_page_cache_read(pfs):
 def test_sendfile_at_an_offset_is_a_pread(pfs, offset):
     """Or EINVAL through the page cache: past the size the kernel holds
     for the file (4096), sendfile returns 0 without asking powerfs."""
-    want = read2(pfs.path("state"))
+    want = read_to_eof(pfs.path("state"))
     fd = os.open(pfs.path("state"), os.O_RDONLY)
     r, w = os.pipe()
     try:
@@ -319,7 +305,7 @@ def test_busybox_cat_of_a_long_wakeup_sources(mount):
     for n in names:
         p.lock(n)
         p.unlock(n)
-    want = read2(p.path("wakeup_sources"))
+    want = read_to_eof(p.path("wakeup_sources"))
     assert len(want) > 50000
     assert busybox_cat(p.path("wakeup_sources")) == want
 
@@ -441,7 +427,7 @@ def test_blocked_page_cache_reader_blocks_like_read(pfs, call):
         assert blocked
         assert never_in_d_state(rd.proc.pid)
         # Other openers and readers go on.
-        assert timed(read2, pfs.path("state")) == b"freeze mem disk\n"
+        assert timed(read_to_eof, pfs.path("state")) == b"freeze mem disk\n"
         fd = timed(os.open, pfs.path("wakeup_count"), os.O_RDONLY)
         os.close(fd)
         pfs.unlock("held")
@@ -613,7 +599,7 @@ def test_other_openers_are_not_held_up_by_a_page_cache_reader(pfs):
                          timeout=2).st_size == 4096
         pfs.unlock("held")
         out, _ = proc.communicate(timeout=5)
-        assert out == read2(pfs.path("wakeup_count"))
+        assert out == read_to_eof(pfs.path("wakeup_count"))
     finally:
         pfs.unlock("held")
         if proc.poll() is None:

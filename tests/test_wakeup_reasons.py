@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import (ExtraMounts, kill_children, raises_errno, run_in_child,
+from conftest import (ExtraMounts, mounts_of, raises_errno, run_in_child,
                       wait_until)
 
 TIMES = re.compile(rb"([0-9]+)\.([0-9]{9}) ([0-9]+)\.([0-9]{9})\n")
@@ -41,22 +41,7 @@ class Reasons(ExtraMounts):
 
 @pytest.fixture
 def wrfs():
-    insts = []
-
-    def factory(*args):
-        inst = Reasons(*args).start()
-        insts.append(inst)
-        return inst
-    yield factory
-    kill_children()
-    failures = []
-    for inst in insts:
-        try:
-            inst.stop()
-        except pytest.fail.Exception as e:
-            failures.append(str(e))
-    if failures:
-        pytest.fail("\n".join(failures), pytrace=False)
+    yield from mounts_of(Reasons)
 
 
 def test_two_read_only_files_empty_at_first(wrfs):
